@@ -1,0 +1,143 @@
+"""Environment configuration: one validated, frozen dataclass shared by every view.
+
+The same keyword names are accepted by the PettingZoo view, the Gymnasium view and the batched
+simulator: ``n_nodes``, ``n_slots``, ``arrival_steps``, ``load``, ``task_set``, ``reward``,
+``kappa``, ``history``, ``node_speeds``, ``switch_cost``, ``strict``, ``max_cycles``,
+``render_mode``. Invalid values raise :class:`ValueError` / :class:`TypeError` naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Any
+
+import numpy as np
+
+#: Arrival probabilities per step of the named loads. ``train`` is the training load; the others
+#: scale it. Calibration (EDF well below the independent-feasibility bound) is in docs/env.md.
+LOADS: dict[str, float] = {"train": 0.27, "x1.25": 0.3375, "x1.5": 0.405, "x2": 0.54}
+
+#: Task sets with pre-generated evaluation suites. ``stress`` is a deterministic constructed scenario.
+TASK_SETS: tuple[str, ...] = ("id", "rl_ood", "vit_ood", "stress")
+
+REWARDS: tuple[str, ...] = ("shaped", "sparse")
+RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array", "human")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    """Validated environment configuration.
+
+    Attributes:
+        n_nodes: N, compute nodes (agents), 1–256.
+        n_slots: K, visible task slots, 1–1024.
+        arrival_steps: T_arrive, steps during which tasks may arrive; the episode then drains.
+        load: a name in :data:`LOADS` or an arrival probability per step in (0, 1].
+        task_set: ``"id"``, ``"rl_ood"``, ``"vit_ood"``, ``"stress"`` or a custom
+            :class:`core_env.curves.CurveBank`.
+        reward: ``"shaped"`` (potential-based, default) or ``"sparse"``.
+        kappa: weight of the log-progress potential in the shaped reward.
+        history: H, reported log losses per slot in the observation.
+        node_speeds: per-node speed multipliers (length N, each > 0) or None for all 1.0.
+        switch_cost: fraction in [0, 1) of a step's batches lost when a task changes node or resumes.
+        strict: raise on choices of empty or masked slots instead of treating them as idle.
+        max_cycles: hard cap on episode length (truncation); a safety net only.
+        render_mode: None, ``"ansi"``, ``"rgb_array"`` or ``"human"`` (prints the ansi table).
+    """
+
+    n_nodes: int = 4
+    n_slots: int = 16
+    arrival_steps: int = 500
+    load: Any = "train"
+    task_set: Any = "id"
+    reward: str = "shaped"
+    kappa: float = 0.5
+    history: int = 8
+    node_speeds: Any = None
+    switch_cost: float = 0.0
+    strict: bool = False
+    max_cycles: int = 5000
+    render_mode: str | None = None
+
+    def __post_init__(self) -> None:
+        self._check_int("n_nodes", 1, 256)
+        self._check_int("n_slots", 1, 1024)
+        self._check_int("arrival_steps", 1, 10**7)
+        self._check_int("history", 1, 4096)
+        self._check_int("max_cycles", 1, 10**9)
+        if isinstance(self.load, str):
+            if self.load not in LOADS:
+                raise ValueError(f"unknown load {self.load!r}; expected one of {sorted(LOADS)} or a probability")
+        elif not _is_real(self.load) or not 0.0 < float(self.load) <= 1.0:
+            raise ValueError(f"load must be a name in {sorted(LOADS)} or a probability in (0, 1], got {self.load!r}")
+        if isinstance(self.task_set, str):
+            if self.task_set not in TASK_SETS:
+                raise ValueError(f"unknown task_set {self.task_set!r}; expected one of {list(TASK_SETS)} or a CurveBank")
+        else:
+            from core_env.curves import CurveBank
+
+            if not isinstance(self.task_set, CurveBank):
+                raise TypeError(f"task_set must be a name or a CurveBank, got {type(self.task_set).__name__}")
+        if self.reward not in REWARDS:
+            raise ValueError(f"unknown reward {self.reward!r}; expected one of {list(REWARDS)}")
+        if not _is_real(self.kappa) or not np.isfinite(self.kappa) or self.kappa < 0:
+            raise ValueError(f"kappa must be a finite number >= 0, got {self.kappa!r}")
+        if not _is_real(self.switch_cost) or not 0.0 <= float(self.switch_cost) < 1.0:
+            raise ValueError(f"switch_cost must be a fraction in [0, 1), got {self.switch_cost!r}")
+        if not isinstance(self.strict, bool):
+            raise TypeError(f"strict must be a bool, got {type(self.strict).__name__}")
+        if self.render_mode is not None and self.render_mode not in RENDER_MODES:
+            raise ValueError(f"unknown render_mode {self.render_mode!r}; expected None or one of {list(RENDER_MODES)}")
+        if self.node_speeds is not None:
+            speeds = np.asarray(self.node_speeds, dtype=float) if not isinstance(self.node_speeds, str) else None
+            if speeds is None or speeds.shape != (self.n_nodes,):
+                raise ValueError(f"node_speeds must have length n_nodes={self.n_nodes}, got {self.node_speeds!r}")
+            if not np.all(np.isfinite(speeds)) or np.any(speeds <= 0):
+                raise ValueError(f"node_speeds must be finite and > 0, got {self.node_speeds!r}")
+            object.__setattr__(self, "node_speeds", tuple(float(s) for s in speeds))
+
+    def _check_int(self, name: str, low: int, high: int) -> None:
+        value = getattr(self, name)
+        if not _is_int(value):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        if not low <= value <= high:
+            raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+        object.__setattr__(self, name, int(value))
+
+    @property
+    def arrival_probability(self) -> float:
+        """Bernoulli arrival probability per step."""
+        return LOADS[self.load] if isinstance(self.load, str) else float(self.load)
+
+    @property
+    def speeds(self) -> np.ndarray:
+        """Node speeds as a float64 array of shape (N,)."""
+        if self.node_speeds is None:
+            return np.ones(self.n_nodes)
+        return np.asarray(self.node_speeds, dtype=np.float64)
+
+    @property
+    def task_set_name(self) -> str:
+        return self.task_set if isinstance(self.task_set, str) else self.task_set.name
+
+
+def make_config(config: EnvConfig | None = None, **kwargs: Any) -> EnvConfig:
+    """An :class:`EnvConfig` from keyword arguments, with a clear error for unknown names."""
+    if config is not None:
+        if kwargs:
+            return dataclasses.replace(config, **kwargs)
+        return config
+    names = {f.name for f in dataclasses.fields(EnvConfig)}
+    unknown = sorted(set(kwargs) - names)
+    if unknown:
+        raise TypeError(f"unknown environment argument(s) {unknown}; valid names: {sorted(names)}")
+    return EnvConfig(**kwargs)

@@ -1,0 +1,139 @@
+"""CurveBank: a set of hidden loss curves (loss per trained batch) behind a task set.
+
+A curve is a sequence of positive, finite per-batch training losses. The simulator treats it as
+piecewise constant over each batch, so training from batch position ``x0`` to ``x1`` (fractional
+positions allowed) reports the exact mean of the curve over ``[x0, x1)``. Past the end of the recorded
+curve the loss stays at the mean of its last window (a plateau), so a target the curve never reaches is
+never reached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+#: Losses are clipped into [LOSS_FLOOR, LOSS_CEIL] so that logs and means are always finite.
+LOSS_FLOOR = 1e-6
+LOSS_CEIL = 1e6
+
+#: Flag bits per curve.
+DIVERGED = 1
+NON_LEARNER = 2
+
+
+def plateau_window(length: int) -> int:
+    """Points averaged for the plateau past the end of a curve of ``length`` points."""
+    return int(min(length, max(10, length // 20)))
+
+
+class CurveBank:
+    """Immutable bank of loss curves stored flat (struct of arrays).
+
+    Attributes:
+        name: task-set name this bank backs (``"id"``, ``"rl_ood"``, ...).
+        values: (P,) float64, every curve concatenated.
+        offsets: (C + 1,) int64, curve ``i`` is ``values[offsets[i]:offsets[i + 1]]``.
+        lengths: (C,) int64.
+        cum: (P + C,) float64 prefix integrals; curve ``i``'s start at ``cum_start[i]`` holds 0.
+        cum_start: (C,) int64.
+        plateau: (C,) float64 loss past the end of each curve.
+        family: (C,) str family label of each curve (e.g. ``"mlp_digits"``).
+        flags: (C,) uint8 bitfield (:data:`DIVERGED`, :data:`NON_LEARNER`).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        curves: Sequence[np.ndarray],
+        family: Sequence[str],
+        flags: Sequence[int] | None = None,
+    ) -> None:
+        if len(curves) == 0:
+            raise ValueError(f"CurveBank {name!r} needs at least one curve")
+        if len(family) != len(curves):
+            raise ValueError(f"CurveBank {name!r}: {len(curves)} curves but {len(family)} family labels")
+        arrays = []
+        for i, curve in enumerate(curves):
+            c = np.asarray(curve, dtype=np.float64).ravel()
+            if c.size == 0:
+                raise ValueError(f"CurveBank {name!r}: curve {i} is empty")
+            if not np.all(np.isfinite(c)):
+                raise ValueError(f"CurveBank {name!r}: curve {i} has non-finite values")
+            arrays.append(np.clip(c, LOSS_FLOOR, LOSS_CEIL))
+        self.name = str(name)
+        self.lengths = np.array([a.size for a in arrays], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+        self.values = np.concatenate(arrays)
+        self.cum_start = self.offsets[:-1] + np.arange(len(arrays), dtype=np.int64)
+        self.cum = np.concatenate([np.concatenate([[0.0], np.cumsum(a)]) for a in arrays])
+        self.plateau = np.array([a[-plateau_window(a.size):].mean() for a in arrays])
+        self.family = np.asarray(list(family), dtype=str)
+        self.flags = np.zeros(len(arrays), np.uint8) if flags is None else np.asarray(flags, dtype=np.uint8)
+        if self.flags.shape != (len(arrays),):
+            raise ValueError(f"CurveBank {name!r}: flags must have one entry per curve")
+        for array in (self.values, self.offsets, self.cum, self.plateau, self.lengths, self.flags):
+            array.setflags(write=False)
+        digest = hashlib.sha256()
+        for part in (self.values, self.offsets, self.flags):
+            digest.update(part.tobytes())
+        digest.update("\n".join(self.family.tolist()).encode())
+        self.fingerprint = digest.hexdigest()
+
+    def __len__(self) -> int:
+        return int(self.lengths.size)
+
+    def __repr__(self) -> str:
+        return f"CurveBank({self.name!r}, curves={len(self)}, points={self.values.size})"
+
+    def curve(self, i: int) -> np.ndarray:
+        """The raw per-batch losses of curve ``i`` (read-only view)."""
+        return self.values[self.offsets[i] : self.offsets[i + 1]]
+
+    def integral(self, curve: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Integral of the piecewise-constant loss over batches ``[0, x)``.
+
+        Args:
+            curve: int array of curve indices.
+            x: float array of batch positions (>= 0), broadcast with ``curve``.
+        """
+        curve = np.asarray(curve)
+        x = np.asarray(x, dtype=np.float64)
+        length = self.lengths[curve]
+        whole = np.minimum(np.floor(x).astype(np.int64), length)
+        inside = whole < length
+        start = self.cum_start[curve]
+        value_at = self.values[self.offsets[curve] + np.minimum(whole, length - 1)]
+        slope = np.where(inside, value_at, self.plateau[curve])
+        return self.cum[start + whole] + (x - whole) * slope
+
+    def interval_mean(self, curve: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+        """Mean loss over batches ``[x0, x1)`` (the reported, interval-averaged loss); x1 > x0."""
+        return (self.integral(curve, x1) - self.integral(curve, x0)) / (np.asarray(x1) - np.asarray(x0))
+
+    def reported_losses(self, curve: int, batches_per_step: float, start: float = 0.0, steps: int | None = None) -> np.ndarray:
+        """Losses reported by ``steps`` consecutive nominal node-steps from position ``start``.
+
+        Nominal means speed 1 and no switching cost: step m trains ``[start + (m-1)β, start + mβ)``.
+        By default, enough steps to pass the end of the curve by one step (the rest is the plateau).
+        """
+        if steps is None:
+            steps = int(np.ceil(max(self.lengths[curve] - start, 0.0) / batches_per_step)) + 1
+        edges = start + batches_per_step * np.arange(steps + 1, dtype=np.float64)
+        integral = self.integral(np.full(edges.shape, curve), edges)
+        return np.diff(integral) / batches_per_step
+
+    def demand(self, curve: int, target: float, batches_per_step: float, start: float = 0.0) -> float:
+        """Nominal node-steps from ``start`` until the reported loss first reaches ``target`` (inf if never)."""
+        losses = self.reported_losses(curve, batches_per_step, start)
+        hits = np.flatnonzero(losses <= target)
+        return float(hits[0] + 1) if hits.size else float("inf")
+
+    def smoothed(self, curve: int) -> np.ndarray:
+        """Moving average of curve ``curve`` (window max(5, L/100)), used to set targets."""
+        raw = self.curve(curve)
+        window = int(min(raw.size, max(5, raw.size // 100)))
+        padded = np.concatenate([np.full(window - 1, raw[0]), raw])
+        c = np.concatenate([[0.0], np.cumsum(padded)])
+        return (c[window:] - c[:-window]) / window

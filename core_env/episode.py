@@ -1,0 +1,111 @@
+"""One environment on the simulator (B = 1): workload choice, reward, infos and trace.
+
+Both views (PettingZoo and Gymnasium) hold an :class:`Episode` and only translate its arrays into their
+API's containers, so the two can never disagree on dynamics, rewards or statistics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from core_env import features
+from core_env.config import EnvConfig
+from core_env.reward import TeamReward
+from core_env.sim import Simulator, StepOutcome
+from core_env.workload import Workload, select_workload
+
+#: Episode statistics reported in every info (running values; final at the last step).
+EPISODE_KEYS = ("arrived", "completed", "failed", "rejected", "completion_rate", "active", "node_utilization",
+                "busy_node_steps", "wasted_node_steps", "switches", "conflicts", "invalid_actions", "t")
+#: Per-node keys: what happened to this node's own action this step.
+NODE_KEYS = ("conflict", "invalid_action")
+
+
+class Episode:
+    """A single environment: reset from a seed or a chosen workload, step with an (N,) action array."""
+
+    def __init__(self, config: EnvConfig) -> None:
+        self.config = config
+        self.sim = Simulator(config, 1)
+        self.reward = TeamReward(config.reward, config.kappa)
+        self.rng = np.random.default_rng()
+        self.workload: Workload | None = None
+        self.last_outcome: StepOutcome | None = None
+        self.trace: list[np.ndarray] = []  # per step: (N,) task index served by each node (-1 idle)
+        self.trace_losses: list[dict[int, float]] = []
+
+    def set_max_cycles(self, value: int) -> None:
+        self.config = dataclasses.replace(self.config, max_cycles=value)
+        self.sim.config = self.config
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.workload = select_workload(self.config, self.rng, options)
+        self.sim.reset([self.workload])
+        self.reward.reset(self.sim)
+        self.last_outcome = None
+        self.trace, self.trace_losses = [], []
+
+    @property
+    def started(self) -> bool:
+        return self.workload is not None
+
+    def step(self, actions: np.ndarray) -> float:
+        """Apply an (N,) int action array; returns the team reward. Raises before changing any state."""
+        if not self.started:
+            raise RuntimeError("call reset() before step()")
+        before = self.sim.task[0].copy()
+        outcome = self.sim.step(np.asarray(actions).reshape(1, -1))
+        self.last_outcome = outcome
+        if self.config.render_mode in ("rgb_array", "human"):
+            slot = self.sim.node_slot[0]
+            served = np.where(slot >= 0, before[np.maximum(slot, 0)], -1)
+            self.trace.append(served)
+            self.trace_losses.append({int(before[k]): float(outcome.reported[0, k]) for k in np.flatnonzero(outcome.served[0])})
+        return float(self.reward(self.sim, outcome)[0])
+
+    @property
+    def terminated(self) -> bool:
+        return bool(self.sim.terminated[0])
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.sim.truncated[0])
+
+    def observe(self) -> tuple[np.ndarray, np.ndarray]:
+        """(N, D) float32 observations and (N, K+1) int8 masks (fresh arrays)."""
+        obs, mask = features.observations(self.sim, self.config.history)
+        return obs[0], mask[0]
+
+    def state(self) -> np.ndarray:
+        return features.state(self.sim, self.config.history)[0]
+
+    def statistics(self) -> dict[str, float]:
+        """Episode statistics (running) as plain Python numbers."""
+        stats = self.sim.episode_statistics()
+        return {key: (float(stats[key][0]) if key in ("completion_rate", "node_utilization") else int(stats[key][0])) for key in EPISODE_KEYS}
+
+    def node_flags(self) -> tuple[np.ndarray, np.ndarray]:
+        """(N,) conflict and invalid-action flags of the last step (zeros after reset)."""
+        if self.last_outcome is None:
+            zeros = np.zeros(self.config.n_nodes, np.int64)
+            return zeros, zeros
+        return self.last_outcome.conflicts[0].astype(np.int64), self.last_outcome.invalid[0].astype(np.int64)
+
+    def reported_history(self, slot: int) -> np.ndarray:
+        """Every loss reported so far by the task in ``slot`` (oldest first; empty if the slot is empty)."""
+        self._check_slot(slot)
+        return self.sim.reported_history(0, slot)
+
+    def slot_task(self, slot: int) -> int:
+        """Workload index of the task in ``slot`` (-1 if empty); stable for the task's lifetime."""
+        self._check_slot(slot)
+        return int(self.sim.task[0, slot])
+
+    def _check_slot(self, slot: int) -> None:
+        if not isinstance(slot, (int, np.integer)) or not 0 <= slot < self.config.n_slots:
+            raise ValueError(f"slot must be an int in [0, {self.config.n_slots}), got {slot!r}")

@@ -1,0 +1,90 @@
+"""Gymnasium centralized view: one agent chooses every node's action.
+
+Observation ``{"observation": Box (N, D) float32, "action_mask": Box (N, K+1) int8}``, action
+``MultiDiscrete([K+1] * N)``, scalar team reward. ``action_masks()`` returns the flat boolean mask of
+length N·(K+1) that sb3-contrib's MaskablePPO expects for MultiDiscrete actions. Registered as
+``core_env/DiscreteCoRE-v0`` on ``import core_env``; ``gym.make("core_env:core_env/DiscreteCoRE-v0")``
+works without an explicit import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from core_env import features
+from core_env.config import make_config
+from core_env.episode import Episode
+from core_env.render import render
+from core_env.sim import InvalidActionError
+
+
+class DiscreteCoREEnv(gym.Env):
+    """Discrete-node CoRE-Learning, centralized (keyword arguments: see :class:`EnvConfig`)."""
+
+    metadata = {"render_modes": ["ansi", "rgb_array", "human"], "render_fps": 4}
+
+    def __init__(self, **kwargs: Any) -> None:
+        config = make_config(**kwargs)
+        self.episode = Episode(config)
+        self.render_mode = config.render_mode
+        n, k = config.n_nodes, config.n_slots
+        d = features.obs_dim(k, config.history)
+        self.observation_space = spaces.Dict({
+            "observation": spaces.Box(-features.OBS_BOUND, features.OBS_BOUND, (n, d), np.float32),
+            "action_mask": spaces.Box(0, 1, (n, k + 1), np.int8),
+        })
+        self.action_space = spaces.MultiDiscrete([k + 1] * n)
+
+    @property
+    def config(self):
+        return self.episode.config
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.episode.rng = self.np_random
+        self.episode.reset(None, options)
+        return self._observation(), self._info()
+
+    def step(self, action: Any):
+        if not self.episode.started:
+            raise RuntimeError("call reset() before step()")
+        array = np.asarray(action)
+        n, k = self.config.n_nodes, self.config.n_slots
+        if array.shape != (n,):
+            raise ValueError(f"action must have shape ({n},), one entry per node, got shape {array.shape}")
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"action must be an integer array, got dtype {array.dtype}")
+        try:
+            reward = self.episode.step(array.astype(np.int64))
+        except InvalidActionError as error:
+            raise ValueError(f"node_{error.node}: {error}") from error
+        if self.render_mode == "human":
+            self.render()
+        return self._observation(), reward, self.episode.terminated, self.episode.truncated, self._info()
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        obs, mask = self.episode.observe()
+        return {"observation": obs, "action_mask": mask}
+
+    def _info(self) -> dict[str, Any]:
+        conflict, invalid = self.episode.node_flags()
+        return {**self.episode.statistics(), "conflict": conflict, "invalid_action": invalid}
+
+    def action_masks(self) -> np.ndarray:
+        """(N·(K+1),) bool: the flat per-node masks (sb3-contrib MultiDiscrete convention)."""
+        return features.action_masks(self.episode.sim)[0].reshape(-1).astype(bool)
+
+    def state(self) -> np.ndarray:
+        return self.episode.state()
+
+    def render(self):
+        if self.render_mode is None:
+            return None
+        return render(self.episode, self.render_mode)
+
+    def close(self) -> None:
+        pass

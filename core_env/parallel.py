@@ -1,0 +1,150 @@
+"""PettingZoo ParallelEnv view of the simulator: agents are the nodes ``node_0 … node_{N-1}``.
+
+See docs/env.md (and :mod:`core_env.discrete_core_v0`) for spaces, rewards and episode end.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+from core_env import features
+from core_env.config import make_config
+from core_env.episode import EPISODE_KEYS, Episode
+from core_env.render import render
+from core_env.sim import InvalidActionError
+
+
+def node_name(i: int) -> str:
+    return f"node_{i}"
+
+
+def observation_space(n_slots: int, history: int) -> spaces.Dict:
+    """The per-node observation space (identical for every node)."""
+    return spaces.Dict({
+        "observation": spaces.Box(-features.OBS_BOUND, features.OBS_BOUND, (features.obs_dim(n_slots, history),), np.float32),
+        "action_mask": spaces.Box(0, 1, (n_slots + 1,), np.int8),
+    })
+
+
+def scalar_action(value: Any, agent: str, n_slots: int) -> int:
+    """A validated action in [0, K]; TypeError/ValueError naming the agent otherwise."""
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"action for {agent} must be an integer in [0, {n_slots}], got {type(value).__name__} {value!r}")
+    if not 0 <= value <= n_slots:
+        raise ValueError(f"action {value} for {agent} is outside the action space [0, {n_slots}]")
+    return int(value)
+
+
+class DiscreteCoREParallelEnv(ParallelEnv):
+    """Discrete-node CoRE-Learning as a PettingZoo ParallelEnv (keyword arguments: see :class:`EnvConfig`)."""
+
+    metadata = {"name": "discrete_core_v0", "render_modes": ["ansi", "rgb_array", "human"], "is_parallelizable": True, "render_fps": 4}
+
+    def __init__(self, **kwargs: Any) -> None:
+        config = make_config(**kwargs)
+        self.episode = Episode(config)
+        self.render_mode = config.render_mode
+        self.possible_agents = [node_name(i) for i in range(config.n_nodes)]
+        self.agents: list[str] = []
+        self._observation_space = observation_space(config.n_slots, config.history)
+        self._action_space = spaces.Discrete(config.n_slots + 1)
+        self.state_space = spaces.Box(-features.OBS_BOUND, features.OBS_BOUND, (features.state_dim(config.n_slots, config.history),), np.float32)
+
+    @property
+    def config(self):
+        return self.episode.config
+
+    @property
+    def max_cycles(self) -> int:
+        return self.config.max_cycles
+
+    @max_cycles.setter
+    def max_cycles(self, value: int) -> None:
+        self.episode.set_max_cycles(value)
+
+    @functools.lru_cache(maxsize=None)
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self._observation_space
+
+    @functools.lru_cache(maxsize=None)
+    def action_space(self, agent: str) -> spaces.Space:
+        return self._action_space
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
+        self.episode.reset(seed, options)
+        self.agents = list(self.possible_agents)
+        return self._observations(), self._infos()
+
+    def step(self, actions: Mapping[str, Any]):
+        if not self.agents:
+            raise RuntimeError("the episode is over (or reset() was not called): call reset() before step()")
+        array = self._action_array(actions)
+        try:
+            reward = self.episode.step(array)
+        except InvalidActionError as error:
+            raise ValueError(f"{node_name(error.node)}: {error}") from error
+        observations, infos = self._observations(), self._infos()
+        terminated, truncated = self.episode.terminated, self.episode.truncated
+        agents = self.agents
+        rewards = {a: reward for a in agents}
+        terminations = {a: terminated for a in agents}
+        truncations = {a: truncated for a in agents}
+        if terminated or truncated:
+            self.agents = []
+        if self.render_mode == "human":
+            self.render()
+        return observations, rewards, terminations, truncations, infos
+
+    def _action_array(self, actions: Mapping[str, Any]) -> np.ndarray:
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions must be a dict from agent name to action, got {type(actions).__name__}")
+        missing = [a for a in self.agents if a not in actions]
+        if missing:
+            raise ValueError(f"missing action for agent(s) {missing}")
+        unknown = [a for a in actions if a not in self.agents]
+        if unknown:
+            raise ValueError(f"actions given for unknown or finished agent(s) {unknown}")
+        n_slots = self.config.n_slots
+        return np.array([scalar_action(actions[a], a, n_slots) for a in self.possible_agents], dtype=np.int64)
+
+    def _observations(self) -> dict[str, dict[str, np.ndarray]]:
+        obs, mask = self.episode.observe()
+        return {a: {"observation": obs[i], "action_mask": mask[i]} for i, a in enumerate(self.possible_agents)}
+
+    def _infos(self) -> dict[str, dict[str, float]]:
+        stats = self.episode.statistics()
+        conflict, invalid = self.episode.node_flags()
+        return {a: {**stats, "conflict": int(conflict[i]), "invalid_action": int(invalid[i])} for i, a in enumerate(self.possible_agents)}
+
+    def state(self) -> np.ndarray:
+        if not self.episode.started:
+            raise RuntimeError("call reset() before state()")
+        return self.episode.state()
+
+    def render(self):
+        if self.render_mode is None:
+            return None
+        return render(self.episode, self.render_mode)
+
+    def close(self) -> None:
+        pass
+
+    # Read-only accessors for observation wrappers and predictors (full histories, task identity).
+    def reported_history(self, slot: int) -> np.ndarray:
+        """Every loss reported so far by the task in ``slot``, oldest first (a copy)."""
+        return self.episode.reported_history(slot)
+
+    def slot_task(self, slot: int) -> int:
+        """Workload index of the task in ``slot`` (-1 when empty)."""
+        return self.episode.slot_task(slot)
+
+
+__all__ = ["DiscreteCoREParallelEnv", "EPISODE_KEYS", "node_name", "observation_space"]

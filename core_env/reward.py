@@ -1,0 +1,51 @@
+"""Team rewards: ``sparse`` (tasks completed this step) and ``shaped`` (potential-based, γ = 1).
+
+Shaped: r' = r + Φ(s') − Φ(s), Φ(s) = κ Σ_active φ_k with the log-progress
+φ_k = clip(log(l0_k / l_k) / log(l0_k / eps_k), 0, 1), l0_k the task's first reported loss, l_k its
+latest and eps_k its target; φ = 0 before a task's first report and after it leaves. Episodes end with
+no active task (the arrival window is over and every task has completed or failed), so Φ = 0 at both
+ends and the undiscounted shaped return equals the number of completions exactly (up to float
+rounding). A failing task gives its progress back when it leaves; a completing one is refunded by +1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core_env.sim import Simulator, StepOutcome
+
+
+def log_progress(sim: Simulator) -> np.ndarray:
+    """(B, K) φ_k of every slot: 0 for empty slots and tasks without a report."""
+    reported = sim.active & (sim.steps > 0)
+    first = np.where(reported, sim.first_loss, 2.0)
+    last = np.where(reported, sim.last_loss, 2.0)
+    target = np.where(reported, sim.target, 1.0)
+    phi = np.log(first / last) / np.log(first / target)
+    return np.where(reported, np.clip(phi, 0.0, 1.0), 0.0)
+
+
+class TeamReward:
+    """Computes the team reward of each step of a batched simulator."""
+
+    def __init__(self, mode: str, kappa: float) -> None:
+        if mode not in ("shaped", "sparse"):
+            raise ValueError(f"unknown reward {mode!r}; expected 'shaped' or 'sparse'")
+        self.mode, self.kappa = mode, float(kappa)
+        self._potential: np.ndarray | None = None
+
+    def potential(self, sim: Simulator) -> np.ndarray:
+        """(B,) Φ(s) = κ Σ_k φ_k."""
+        return self.kappa * log_progress(sim).sum(axis=1)
+
+    def reset(self, sim: Simulator) -> None:
+        self._potential = self.potential(sim) if self.mode == "shaped" else None
+
+    def __call__(self, sim: Simulator, outcome: StepOutcome) -> np.ndarray:
+        """(B,) float64 team reward of the step that produced ``outcome``."""
+        reward = outcome.completed.astype(np.float64)
+        if self.mode == "shaped":
+            new = self.potential(sim)
+            reward = reward + (new - self._potential)
+            self._potential = new
+        return reward

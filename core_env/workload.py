@@ -1,0 +1,343 @@
+"""Workloads: the only source of randomness in the environment.
+
+A :class:`Workload` is one episode's task list: arrival step, deadline, target loss, batches per
+node-step and hidden curve of every task, plus each task's hidden nominal demand. It is drawn from a
+seeded generator (:func:`draw_workload`), built by hand (:func:`stress_workload`, tests), or replayed
+from a committed evaluation suite (:func:`load_suite`).
+
+Timing convention: a task with arrival step ``a`` is visible (in a slot, servable) from the start of
+step ``a``; with deadline ``d`` it may be served in steps ``a, ..., d - 1`` and fails at the end of step
+``d - 1`` if its reported loss has not reached the target. Its window is ``d - a`` node-steps, and it is
+independently feasible iff its nominal demand is at most its window.
+
+Task recipe (per task): a curve drawn uniformly from the bank; a difficulty ``q ~ U(q_lo, q_hi)``
+sets the target to the smoothed curve at ``q`` of its length; a nominal demand ``D`` (log-uniform, in
+node-steps) sets batches per step to ``q·L / D``; the exact nominal demand ``n*`` is then computed from
+the reported (interval-averaged) losses; the deadline is ``a + ceil(slack · n*)`` with
+``slack ~ U(1, 3)``, except for a share of tight tasks with ``slack ~ U(0.5, 1)`` (infeasible by
+construction). Non-learner curves get a target well below their level and are infeasible by nature.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import warnings
+import zipfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core_env.config import LOADS, EnvConfig
+from core_env.curves import NON_LEARNER, CurveBank, bank_for
+
+SUITE_DIR = Path(__file__).parent / "data" / "suites"
+SUITE_MANIFEST = SUITE_DIR / "manifest.json"
+SUITE_ROOTS = 5
+SUITE_EPISODES = 4
+SUITE_SEED = 20261129
+SUITE_TASK_SETS = ("id", "rl_ood", "vit_ood")
+_TASK_FIELDS = ("arrival", "deadline", "target", "batches_per_step", "curve", "demand")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Workload:
+    """One episode's tasks, sorted by arrival step (all arrays have shape (M,)).
+
+    Attributes:
+        bank: the curves the tasks train on.
+        arrival: int64 arrival steps, non-decreasing, in [0, arrival_steps).
+        deadline: int64 deadline steps, > arrival.
+        target: float64 target losses (> 0).
+        batches_per_step: float64 batches one node-step of speed 1 trains (> 0).
+        curve: int64 indices into ``bank``.
+        demand: float64 hidden nominal demand in node-steps (inf if the target is never reached).
+        arrival_steps: T_arrive the workload was drawn for.
+    """
+
+    bank: CurveBank
+    arrival: np.ndarray
+    deadline: np.ndarray
+    target: np.ndarray
+    batches_per_step: np.ndarray
+    curve: np.ndarray
+    demand: np.ndarray
+    arrival_steps: int
+
+    def __post_init__(self) -> None:
+        n = np.asarray(self.arrival).shape
+        casts = {"arrival": np.int64, "deadline": np.int64, "curve": np.int64, "target": np.float64,
+                 "batches_per_step": np.float64, "demand": np.float64}
+        for name, dtype in casts.items():
+            value = np.array(getattr(self, name), dtype=dtype)
+            if value.ndim != 1 or value.shape != n:
+                raise ValueError(f"workload field {name!r} must have shape {n}, got {value.shape}")
+            value.setflags(write=False)
+            object.__setattr__(self, name, value)
+        if n[0] == 0:
+            return
+        if np.any(np.diff(self.arrival) < 0):
+            raise ValueError("workload arrivals must be sorted by arrival step")
+        if self.arrival[0] < 0 or self.arrival[-1] >= self.arrival_steps:
+            raise ValueError(f"workload arrivals must lie in [0, {self.arrival_steps})")
+        if np.any(self.deadline <= self.arrival):
+            raise ValueError("every deadline must be later than its task's arrival")
+        if not (np.all(np.isfinite(self.target)) and np.all(self.target > 0)):
+            raise ValueError("targets must be finite and > 0")
+        if not (np.all(np.isfinite(self.batches_per_step)) and np.all(self.batches_per_step > 0)):
+            raise ValueError("batches_per_step must be finite and > 0")
+        if np.any(self.curve < 0) or np.any(self.curve >= len(self.bank)):
+            raise ValueError(f"curve indices must lie in [0, {len(self.bank)})")
+
+    def __len__(self) -> int:
+        return int(self.arrival.size)
+
+    @property
+    def window(self) -> np.ndarray:
+        """Node-steps each task can receive before its deadline, (M,)."""
+        return self.deadline - self.arrival
+
+    @property
+    def independently_feasible(self) -> np.ndarray:
+        """(M,) bool: the task can finish before its deadline if served every step from arrival."""
+        return self.demand <= self.window
+
+    def feasibility_bound(self) -> float:
+        """Independent-feasibility upper bound on the completion rate (ignores contention)."""
+        return float(self.independently_feasible.mean()) if len(self) else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskRecipe:
+    """How targets, batches per step and deadlines are drawn for each task (see module docstring)."""
+
+    target_fraction: tuple[float, float] = (0.25, 0.9)
+    demand_steps: tuple[float, float] = (6.0, 40.0)
+    slack: tuple[float, float] = (1.0, 3.0)
+    tight_share: float = 0.15
+    tight_slack: tuple[float, float] = (0.5, 1.0)
+    non_learner_target: tuple[float, float] = (0.3, 0.7)
+
+
+DEFAULT_RECIPE = TaskRecipe()
+
+
+def draw_workload(bank: CurveBank, p: float, arrival_steps: int, rng: np.random.Generator, recipe: TaskRecipe = DEFAULT_RECIPE) -> Workload:
+    """Bernoulli(p) arrivals over ``arrival_steps`` steps, each task drawn by ``recipe`` from ``bank``."""
+    arrival = np.flatnonzero(rng.random(arrival_steps) < p).astype(np.int64)
+    m = arrival.size
+    curve = rng.integers(0, len(bank), size=m)
+    q = rng.uniform(*recipe.target_fraction, size=m)
+    nominal = np.exp(rng.uniform(*np.log(recipe.demand_steps), size=m))
+    tight = rng.random(m) < recipe.tight_share
+    slack = np.where(tight, rng.uniform(*recipe.tight_slack, size=m), rng.uniform(*recipe.slack, size=m))
+    drop = rng.uniform(*recipe.non_learner_target, size=m)
+    target = np.empty(m)
+    bps = np.empty(m)
+    demand = np.empty(m)
+    for i in range(m):
+        c = int(curve[i])
+        length = int(bank.lengths[c])
+        at = min(length - 1, max(1, int(q[i] * length)))
+        target[i] = bank.smoothed(c)[at]
+        if bank.flags[c] & NON_LEARNER:
+            target[i] *= drop[i]
+        bps[i] = max(at / nominal[i], 1e-3)
+        demand[i] = bank.demand(c, target[i], bps[i])
+    basis = np.where(np.isfinite(demand), demand, nominal)
+    deadline = arrival + np.maximum(1, np.ceil(slack * basis)).astype(np.int64)
+    return Workload(bank, arrival, deadline, target, bps, curve, demand, arrival_steps)
+
+
+# --------------------------------------------------------------------------------------------------
+# The stress scenario
+
+
+def stress_bank() -> CurveBank:
+    """Two deterministic curves: a learner (reported loss 1/(1+m/4)) and a flat non-learner."""
+    learner = 1.0 / (1.0 + np.arange(64) / 4.0)
+    return CurveBank("stress", [learner, np.ones(64)], ["stress_learner", "stress_decoy"], [0, NON_LEARNER])
+
+
+def stress_workload(n_nodes: int = 4, feasible: int = 13) -> Workload:
+    """The constructed scenario where FIFO and EDF complete nothing and a clairvoyant scheduler all it can.
+
+    Feasible tasks arrive every 2 steps from step N, each needing exactly ``w = 2N`` node-steps within a
+    window of ``w`` steps (slack 1): one missed step dooms it. At most N of them overlap, so serving each
+    on every step of its window completes them all. Decoys (flat curves, never reach their targets)
+    arrive earlier and have earlier deadlines, and N of them are active at the first N feasible arrivals;
+    after that, each feasible arrival sees N - 1 earlier doomed feasible tasks plus one decoy ahead of it
+    in both arrival order (FIFO) and deadline order (EDF). With N = 4 and 13 feasible tasks there are 7
+    decoys: the independent-feasibility bound and the clairvoyant rate are 13/20 = 65%; FIFO = EDF = 0%.
+    The arrival window ends after the last arrival, so the episode ends once the tasks have drained.
+    """
+    if feasible < n_nodes:
+        raise ValueError(f"the stress scenario needs at least n_nodes={n_nodes} feasible tasks")
+    w = 2 * n_nodes
+    bank = stress_bank()
+    learner = bank.curve(0)
+    target = 0.5 * (learner[w - 2] + learner[w - 1])  # first reported at step w
+    first = n_nodes
+    tasks = []  # (arrival, deadline, target, curve)
+    for j in range(n_nodes):  # decoys covering the first N feasible arrivals
+        tasks.append((j, first + w - 1, 0.5, 1))
+    covered = n_nodes
+    group = 1
+    while covered < feasible:  # one decoy per N later feasible arrivals
+        first_cover = first + 2 * covered
+        tasks.append((first + 2 * group - 1, first_cover + w - 1, 0.5, 1))
+        covered += n_nodes
+        group += 1
+    for i in range(feasible):
+        a = first + 2 * i
+        tasks.append((a, a + w, target, 0))
+    tasks.sort(key=lambda task: task[0])
+    arrival, deadline, targets, curve = (np.array(col) for col in zip(*tasks))
+    bps = np.ones(arrival.size)
+    demand = np.array([bank.demand(int(c), float(t), 1.0) for c, t in zip(curve, targets)])
+    return Workload(bank, arrival, deadline, targets, bps, curve, demand, int(arrival[-1]) + 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# Pre-generated evaluation suites
+
+
+def _suite_rng(task_set: str, load: str, root: int, episode: int) -> np.random.Generator:
+    return np.random.default_rng([SUITE_SEED, zlib.crc32(task_set.encode()), zlib.crc32(load.encode()), root, episode])
+
+
+def suite_path(task_set: str, load: str) -> Path:
+    return SUITE_DIR / f"{task_set}__{load}.npz"
+
+
+def generate_suite(task_set: str, load: str, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, arrival_steps: int = 500) -> dict[str, np.ndarray]:
+    """The arrays of one evaluation suite (``roots`` × ``episodes`` workloads on eval curves)."""
+    bank = bank_for(task_set, "eval")
+    workloads = [
+        draw_workload(bank, LOADS[load], arrival_steps, _suite_rng(task_set, load, r, e))
+        for r in range(roots) for e in range(episodes)
+    ]
+    arrays = {name: np.concatenate([getattr(w, name) for w in workloads]) for name in _TASK_FIELDS}
+    arrays["episode_offsets"] = np.concatenate([[0], np.cumsum([len(w) for w in workloads])]).astype(np.int64)
+    meta = {"format": 1, "task_set": task_set, "load": load, "roots": roots, "episodes": episodes,
+            "arrival_steps": arrival_steps, "seed": SUITE_SEED, "bank": bank.fingerprint}
+    arrays["meta"] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
+    return arrays
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> str:
+    """Write ``arrays`` as a byte-reproducible .npz (fixed zip timestamps); return its sha256."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name in sorted(arrays):
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.ascontiguousarray(arrays[name]), allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, member.getvalue())
+    data = buffer.getvalue()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_suites(directory: Path = SUITE_DIR) -> dict[str, str]:
+    """Regenerate every committed suite file and the manifest of their sha256 checksums."""
+    manifest = {}
+    for task_set in SUITE_TASK_SETS:
+        for load in LOADS:
+            path = directory / suite_path(task_set, load).name
+            manifest[path.name] = write_npz(path, generate_suite(task_set, load))
+    (directory / SUITE_MANIFEST.name).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return manifest
+
+
+_SUITE_CACHE: dict[Path, tuple[dict[str, np.ndarray], dict[str, Any]]] = {}
+
+
+def _read_suite(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    if path in _SUITE_CACHE:
+        return _SUITE_CACHE[path]
+    if not path.exists():
+        raise FileNotFoundError(f"evaluation suite file {path} is missing")
+    manifest = json.loads(SUITE_MANIFEST.read_text()) if SUITE_MANIFEST.exists() else {}
+    expected = manifest.get(path.name)
+    data = path.read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
+    if expected is None:
+        raise ValueError(f"evaluation suite file {path.name} is not listed in {SUITE_MANIFEST}")
+    if actual != expected:
+        raise ValueError(f"checksum mismatch for evaluation suite file {path.name}: expected sha256 {expected}, got {actual}")
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    meta = json.loads(arrays.pop("meta").tobytes().decode())
+    _SUITE_CACHE[path] = (arrays, meta)
+    return arrays, meta
+
+
+def load_suite(task_set: str, load: str, root: int, episode: int) -> Workload:
+    """One pre-generated evaluation workload, verified against the manifest checksum and curve bank."""
+    if task_set not in SUITE_TASK_SETS:
+        raise ValueError(f"no evaluation suite for task set {task_set!r}; suites exist for {list(SUITE_TASK_SETS)}")
+    if load not in LOADS:
+        raise ValueError(f"no evaluation suite for load {load!r}; suites exist for {sorted(LOADS)}")
+    arrays, meta = _read_suite(suite_path(task_set, load))
+    if not (0 <= root < meta["roots"]) or not (0 <= episode < meta["episodes"]):
+        raise ValueError(f"suite {task_set}/{load} has roots 0..{meta['roots'] - 1} and episodes 0..{meta['episodes'] - 1}, got root={root}, episode={episode}")
+    bank = bank_for(task_set, "eval")
+    if bank.fingerprint != meta["bank"]:
+        raise ValueError(f"suite {task_set}/{load} was generated for a different curve bank; regenerate it with `python -m core_env.workload`")
+    i = root * meta["episodes"] + episode
+    lo, hi = arrays["episode_offsets"][i], arrays["episode_offsets"][i + 1]
+    fields = {name: arrays[name][lo:hi] for name in _TASK_FIELDS}
+    return Workload(bank, arrival_steps=int(meta["arrival_steps"]), **fields)
+
+
+# --------------------------------------------------------------------------------------------------
+# Choosing the workload of an episode
+
+
+def select_workload(config: EnvConfig, rng: np.random.Generator, options: dict[str, Any] | None) -> Workload:
+    """The workload for ``reset(seed, options)``.
+
+    Options: ``{"workload": Workload}`` replays a given workload; ``{"suite": "eval", "root": r,
+    "episode": e}`` (optionally ``"task_set"``, ``"load"``, defaulting to the config's) replays a
+    pre-generated evaluation workload. Without options a workload is drawn from ``rng`` on the task
+    set's train curves. Unknown option keys are ignored with a warning.
+    """
+    options = dict(options or {})
+    known = {"workload", "suite", "task_set", "load", "root", "episode"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        warnings.warn(f"ignoring unknown reset option(s) {unknown}; known options: {sorted(known)}", stacklevel=3)
+    if "workload" in options:
+        workload = options["workload"]
+        if not isinstance(workload, Workload):
+            raise TypeError(f"options['workload'] must be a Workload, got {type(workload).__name__}")
+        return workload
+    if "suite" in options:
+        if options["suite"] != "eval":
+            raise ValueError(f"unknown suite {options['suite']!r}; the committed suite is 'eval'")
+        task_set = options.get("task_set", config.task_set_name)
+        load = options.get("load", config.load)
+        if not isinstance(load, str):
+            raise ValueError(f"suites are pre-generated for named loads {sorted(LOADS)}, got load={load!r}")
+        for key in ("root", "episode"):
+            if not isinstance(options.get(key, 0), (int, np.integer)) or isinstance(options.get(key, 0), bool):
+                raise TypeError(f"options[{key!r}] must be an int, got {options.get(key)!r}")
+        return load_suite(task_set, load, int(options.get("root", 0)), int(options.get("episode", 0)))
+    if config.task_set == "stress":
+        return stress_workload(config.n_nodes)
+    bank = config.task_set if isinstance(config.task_set, CurveBank) else bank_for(config.task_set, "train")
+    return draw_workload(bank, config.arrival_probability, config.arrival_steps, rng)
+
+
+if __name__ == "__main__":
+    for name, digest in write_suites().items():
+        print(f"{digest}  {name}")
