@@ -61,7 +61,7 @@ class Episode:
         before = self.sim.task[0].copy()
         outcome = self.sim.step(np.asarray(actions).reshape(1, -1))
         self.last_outcome = outcome
-        if self.config.render_mode in ("rgb_array", "human"):
+        if self.config.render_mode == "rgb_array":
             slot = self.sim.node_slot[0]
             served = np.where(slot >= 0, before[np.maximum(slot, 0)], -1)
             self.trace.append(served)

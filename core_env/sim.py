@@ -98,7 +98,7 @@ class Simulator:
             self._wl[name] = arr
         self.arrival_steps = np.array([w.arrival_steps for w in workloads], dtype=np.int64)
         window = max((int(w.window.max()) for w in workloads if len(w)), default=1)
-        self.max_history = max(1, min(window, self.config.max_cycles))
+        self.max_history = max(1, window)  # a task is served at most once per step of its window
 
         self.t = np.zeros(B, np.int64)
         self.done = np.zeros(B, bool)
@@ -166,7 +166,7 @@ class Simulator:
             ek = slot[eb, en]
             served[eb, ek] = True
             completed = self._train(eb, en, ek, reported)
-        self.served_last = served
+        self.served_last = served & self.active  # completed tasks left their slot
         self.node_slot = np.where(live[:, None], slot, self.node_slot)
 
         expired = self.active & (self.t[:, None] + 1 >= self.deadline) & live[:, None]
@@ -214,6 +214,7 @@ class Simulator:
 
     def _free(self, slots: np.ndarray) -> None:
         self.active &= ~slots
+        self.served_last &= ~slots
         self.task[slots] = -1
 
     def _admit_arrivals(self) -> None:

@@ -1,0 +1,88 @@
+"""quick: the heuristics on the `id` evaluation suite at the training load and on the stress scenario.
+
+Completion on id/train is the mean ± sd over the evaluation roots of each root's mean over its
+episodes; the independent-feasibility bound is summarised the same way. Results go to
+``benchmarks/results/quick.json`` (summary and per-episode records) and ``quick.csv`` (per episode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from benchmarks import markdown_table, write_results
+from benchmarks.rollout import run_agent
+from core_env.config import EnvConfig
+from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, Workload, load_suite, stress_workload
+from mara_agents.bounds import independent_feasibility_bounds
+from mara_agents.heuristics import HEURISTICS
+
+AGENTS = ("random", "fifo", "edf", "clairvoyant")
+BOUND = "independent-feasibility bound"
+EPISODE_COLUMNS = ("completion_rate", "completed", "arrived", "failed", "rejected", "node_utilization", "wasted_node_steps", "conflicts", "invalid_actions")
+
+
+def scenarios(roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES) -> dict[str, tuple[EnvConfig, list[Workload], list[tuple[int, int]]]]:
+    """Each scenario's config, workloads and the (evaluation root, episode) of every workload."""
+    cells = [(r, e) for r in range(roots) for e in range(episodes)]
+    config = EnvConfig()
+    return {
+        "id/train": (config, [load_suite("id", "train", r, e) for r, e in cells], cells),
+        "stress": (EnvConfig(task_set="stress", n_nodes=config.n_nodes), [stress_workload(config.n_nodes)], [(0, 0)]),
+    }
+
+
+def summarize(rates: np.ndarray, cells: Sequence[tuple[int, int]]) -> dict[str, float]:
+    """Mean and sample sd (0 for one root) over roots of the per-root mean of ``rates``, in %."""
+    roots = np.array([root for root, _ in cells])
+    per_root = np.array([rates[roots == r].mean() for r in np.unique(roots)]) * 100.0
+    return {"mean": float(per_root.mean()), "sd": float(per_root.std(ddof=1)) if per_root.size > 1 else 0.0}
+
+
+def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, seed: int = 0) -> dict[str, Any]:
+    """Run ``agents`` (names in HEURISTICS; ``random`` seeded with ``seed``) on every scenario.
+
+    Returns:
+        ``{"summary": {row: {scenario: {"mean", "sd"}}}, "episodes": [per-episode records]}`` with a row
+        per agent plus the independent-feasibility bound; completion in %.
+    """
+    summary: dict[str, dict[str, dict[str, float]]] = {}
+    records: list[dict[str, Any]] = []
+    cases = scenarios(roots, episodes)
+    for name in tqdm(agents, desc="quick", unit="agent", leave=False):
+        agent = HEURISTICS[name](seed) if name == "random" else HEURISTICS[name]()
+        summary[name] = {}
+        for scenario, (config, workloads, cells) in cases.items():
+            stats = run_agent(agent, workloads, config)
+            summary[name][scenario] = summarize(stats["completion_rate"], cells)
+            bounds = independent_feasibility_bounds(workloads)
+            for i, (root, episode) in enumerate(cells):
+                record = {"agent": name, "scenario": scenario, "root": root, "episode": episode}
+                record.update({key: stats[key][i].item() for key in EPISODE_COLUMNS})
+                record["feasibility_bound"] = float(bounds[i])
+                records.append(record)
+    summary[BOUND] = {scenario: summarize(independent_feasibility_bounds(workloads), cells) for scenario, (_, workloads, cells) in cases.items()}
+    return {"summary": summary, "episodes": records}
+
+
+def table(summary: dict[str, dict[str, dict[str, float]]], roots: int) -> str:
+    rows = [(row, f"{cells['id/train']['mean']:.1f} ± {cells['id/train']['sd']:.1f}", f"{cells['stress']['mean']:.1f}") for row, cells in summary.items()]
+    return markdown_table(("agent", f"id/train completion % (mean ± sd, {roots} roots)", "stress completion %"), rows)
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks quick", description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random agent")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    result = evaluate(seed=args.seed)
+    wall = time.perf_counter() - start
+    print(table(result["summary"], SUITE_ROOTS))
+    paths = write_results("quick", {"suite": "quick", "wall_s": wall, "roots": SUITE_ROOTS, "episodes_per_root": SUITE_EPISODES, **result}, result["episodes"])
+    print(f"\nwall time {wall:.1f} s; wrote {', '.join(str(p) for p in paths)}")
+    return 0

@@ -1,0 +1,75 @@
+"""What the priority heuristics share: reading slot features and serving slots in priority order.
+
+Every heuristic here is "rank the admitted tasks, give the first N to nodes 0..N-1": it differs only
+in its ranking (:meth:`PriorityAgent.priority`) and, for oracle agents, in which tasks it admits
+(:meth:`PriorityAgent.admit`). Admission is separate from ordering, so EDF with admission control is
+EDF plus one override, not a second copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from core_env import features
+from mara_agents.protocols import Agent
+
+# Indices into one slot's features (see core_env.features.slot_table).
+AGE, STEPS_TO_DEADLINE = 1, 2
+#: Node and global features that precede the slot table in an observation (D of zero slots).
+_SLOT_TABLE_START = features.obs_dim(0, 1)
+
+
+def slot_features(observation: np.ndarray, n_slots: int) -> np.ndarray:
+    """(B, K, F) the slot table of an observation (node 0's copy: every node sees the same table)."""
+    B, _, D = observation.shape
+    width, rest = divmod(D - _SLOT_TABLE_START, n_slots)
+    if rest or width < features.slot_width(1):
+        raise ValueError(f"observation length {D} does not fit the core_env layout with K={n_slots} slots")
+    return observation[:, 0, _SLOT_TABLE_START:].reshape(B, n_slots, width)
+
+
+def slot_steps(observation: np.ndarray, n_slots: int, index: int) -> np.ndarray:
+    """(B, K) int64 a step-count slot feature (age, steps to deadline, ...), unscaled."""
+    return np.rint(slot_features(observation, n_slots)[..., index] * features.TIME_SCALE).astype(np.int64)
+
+
+def serve_in_order(priority: np.ndarray, admitted: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Give the admitted slots with the lowest priority values to nodes 0, 1, ... (one node each).
+
+    Args:
+        priority: (B, K) lower is served first; ties go to the lower slot.
+        admitted: (B, K) bool slots that may be served.
+        n_nodes: N.
+
+    Returns:
+        (B, N) int64 actions: node i serves the i-th slot of the order (action slot + 1), or idles
+        (0) when fewer than i + 1 slots are admitted.
+    """
+    B, K = admitted.shape
+    order = np.lexsort((priority, ~admitted), axis=1)[:, :n_nodes]  # admitted first, then by priority
+    actions = np.where(np.take_along_axis(admitted, order, axis=1), order + 1, 0)
+    if n_nodes > K:
+        actions = np.concatenate([actions, np.zeros((B, n_nodes - K), np.int64)], axis=1)
+    return actions.astype(np.int64, copy=False)
+
+
+class PriorityAgent(Agent):
+    """A heuristic that serves the N admitted tasks of highest priority, one node each."""
+
+    def priority(self, observation: np.ndarray, n_slots: int) -> np.ndarray:
+        """(B, K) ranking key of every slot; lower is served first."""
+        raise NotImplementedError
+
+    def admit(self, observation: np.ndarray, active: np.ndarray, oracle: Mapping[str, np.ndarray] | None) -> np.ndarray:
+        """(B, K) bool tasks that may be served; by default every active one."""
+        return active
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray, oracle: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        if observation.ndim != 3 or action_mask.ndim != 3 or observation.shape[:2] != action_mask.shape[:2]:
+            raise ValueError(f"expected observation (B, N, D) and action_mask (B, N, K+1), got {observation.shape} and {action_mask.shape}")
+        n_slots = action_mask.shape[2] - 1
+        active = action_mask[..., 1:].all(axis=1).astype(bool)  # a slot every node may choose
+        admitted = self.admit(observation, active, oracle)
+        return serve_in_order(self.priority(observation, n_slots), admitted, observation.shape[1])

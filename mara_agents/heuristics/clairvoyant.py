@@ -1,0 +1,29 @@
+"""Clairvoyant: EDF among the tasks that can still finish, knowing every task's hidden demand.
+
+An oracle upper-bound reference, not a scheduler a cluster could run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from mara_agents.heuristics.base import STEPS_TO_DEADLINE, slot_steps
+from mara_agents.heuristics.edf import EDF
+from mara_agents.protocols import REMAINING_DEMAND
+
+
+class Clairvoyant(EDF):
+    """EDF with exact admission control: a task is admitted iff its remaining demand (nominal
+    node-steps) is at most its steps to deadline; nodes beyond the admitted tasks idle."""
+
+    needs_oracle = True
+
+    def admit(self, observation: np.ndarray, active: np.ndarray, oracle: Mapping[str, np.ndarray] | None) -> np.ndarray:
+        if oracle is None or REMAINING_DEMAND not in oracle:
+            raise ValueError(f"Clairvoyant needs oracle={{{REMAINING_DEMAND!r}: (B, K) array}}, got {oracle!r}")
+        remaining = np.asarray(oracle[REMAINING_DEMAND])
+        if remaining.shape != active.shape:
+            raise ValueError(f"oracle[{REMAINING_DEMAND!r}] must have shape (B, K) = {active.shape}, got {remaining.shape}")
+        return active & (remaining <= slot_steps(observation, active.shape[1], STEPS_TO_DEADLINE))
