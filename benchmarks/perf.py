@@ -137,8 +137,8 @@ def sim_stepper(batch_size: int, with_observations: bool, rng: np.random.Generat
     def step() -> tuple[int, float]:
         nonlocal mask
         actions = masked_random(mask, rng)
-        start = time.perf_counter()
         live = int(np.count_nonzero(~sim.done))
+        start = time.perf_counter()
         sim.step(actions)
         if sim.done.all():
             sim.reset(workloads)

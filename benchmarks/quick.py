@@ -54,19 +54,19 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
     summary: dict[str, dict[str, dict[str, float]]] = {}
     records: list[dict[str, Any]] = []
     cases = scenarios(roots, episodes)
+    bounds = {scenario: independent_feasibility_bounds(workloads) for scenario, (_, workloads, _) in cases.items()}
     for name in tqdm(agents, desc="quick", unit="agent", leave=False):
         agent = HEURISTICS[name](seed) if name == "random" else HEURISTICS[name]()
         summary[name] = {}
         for scenario, (config, workloads, cells) in cases.items():
             stats = run_agent(agent, workloads, config)
             summary[name][scenario] = summarize(stats["completion_rate"], cells)
-            bounds = independent_feasibility_bounds(workloads)
             for i, (root, episode) in enumerate(cells):
                 record = {"agent": name, "scenario": scenario, "root": root, "episode": episode}
                 record.update({key: stats[key][i].item() for key in EPISODE_COLUMNS})
-                record["feasibility_bound"] = float(bounds[i])
+                record["feasibility_bound"] = float(bounds[scenario][i])
                 records.append(record)
-    summary[BOUND] = {scenario: summarize(independent_feasibility_bounds(workloads), cells) for scenario, (_, workloads, cells) in cases.items()}
+    summary[BOUND] = {scenario: summarize(bounds[scenario], cells) for scenario, (_, _, cells) in cases.items()}
     return {"summary": summary, "episodes": records}
 
 

@@ -98,7 +98,12 @@ class EnvConfig:
         if self.render_mode is not None and self.render_mode not in RENDER_MODES:
             raise ValueError(f"unknown render_mode {self.render_mode!r}; expected None or one of {list(RENDER_MODES)}")
         if self.node_speeds is not None:
-            speeds = np.asarray(self.node_speeds, dtype=float) if not isinstance(self.node_speeds, str) else None
+            speeds = None
+            if not isinstance(self.node_speeds, str):
+                try:
+                    speeds = np.asarray(self.node_speeds, dtype=float)
+                except (TypeError, ValueError):
+                    raise ValueError(f"node_speeds must be numbers, got {self.node_speeds!r}") from None
             if speeds is None or speeds.shape != (self.n_nodes,):
                 raise ValueError(f"node_speeds must have length n_nodes={self.n_nodes}, got {self.node_speeds!r}")
             if not np.all(np.isfinite(speeds)) or np.any(speeds <= 0):

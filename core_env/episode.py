@@ -54,10 +54,14 @@ class Episode:
     def started(self) -> bool:
         return self.workload is not None
 
+    def require_started(self, what: str) -> None:
+        """RuntimeError (instead of an AttributeError from the empty simulator) before the first reset."""
+        if not self.started:
+            raise RuntimeError(f"call reset() before {what}")
+
     def step(self, actions: np.ndarray) -> float:
         """Apply an (N,) int action array; returns the team reward. Raises before changing any state."""
-        if not self.started:
-            raise RuntimeError("call reset() before step()")
+        self.require_started("step()")
         before = self.sim.task[0].copy()
         outcome = self.sim.step(np.asarray(actions).reshape(1, -1))
         self.last_outcome = outcome
@@ -78,10 +82,12 @@ class Episode:
 
     def observe(self) -> tuple[np.ndarray, np.ndarray]:
         """(N, D) float32 observations and (N, K+1) int8 masks (fresh arrays)."""
+        self.require_started("observing")
         obs, mask = features.observations(self.sim, self.config.history)
         return obs[0], mask[0]
 
     def state(self) -> np.ndarray:
+        self.require_started("state()")
         return features.state(self.sim, self.config.history)[0]
 
     def statistics(self) -> dict[str, float]:
@@ -91,9 +97,8 @@ class Episode:
 
     def node_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """(N,) conflict and invalid-action flags of the last step (zeros after reset)."""
-        if self.last_outcome is None:
-            zeros = np.zeros(self.config.n_nodes, np.int64)
-            return zeros, zeros
+        if self.last_outcome is None:  # two arrays: the Gymnasium view hands both out in one info dict
+            return np.zeros(self.config.n_nodes, np.int64), np.zeros(self.config.n_nodes, np.int64)
         return self.last_outcome.conflicts[0].astype(np.int64), self.last_outcome.invalid[0].astype(np.int64)
 
     def reported_history(self, slot: int) -> np.ndarray:
@@ -107,5 +112,6 @@ class Episode:
         return int(self.sim.task[0, slot])
 
     def _check_slot(self, slot: int) -> None:
+        self.require_started("reading slots")
         if not isinstance(slot, (int, np.integer)) or not 0 <= slot < self.config.n_slots:
             raise ValueError(f"slot must be an int in [0, {self.config.n_slots}), got {slot!r}")

@@ -76,6 +76,7 @@ class DiscreteCoREEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         """(N·(K+1),) bool: the flat per-node masks (sb3-contrib MultiDiscrete convention)."""
+        self.episode.require_started("action_masks()")
         return features.action_masks(self.episode.sim)[0].reshape(-1).astype(bool)
 
     def state(self) -> np.ndarray:

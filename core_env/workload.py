@@ -21,6 +21,7 @@ construction). Non-learner curves get a target well below their level and are in
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import io
 import json
@@ -69,6 +70,10 @@ class Workload:
     arrival_steps: int
 
     def __post_init__(self) -> None:
+        steps = self.arrival_steps
+        if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, (int, np.integer)) or steps < 1:
+            raise ValueError(f"workload arrival_steps must be an int >= 1, got {steps!r}")
+        object.__setattr__(self, "arrival_steps", int(steps))
         n = np.asarray(self.arrival).shape
         casts = {"arrival": np.int64, "deadline": np.int64, "curve": np.int64, "target": np.float64,
                  "batches_per_step": np.float64, "demand": np.float64}
@@ -157,6 +162,7 @@ def draw_workload(bank: CurveBank, p: float, arrival_steps: int, rng: np.random.
 # The stress scenario
 
 
+@functools.lru_cache(maxsize=None)
 def stress_bank() -> CurveBank:
     """Two deterministic curves: a learner (reported loss 1/(1+m/4)) and a flat non-learner."""
     learner = 1.0 / (1.0 + np.arange(64) / 4.0)

@@ -10,7 +10,6 @@ import hashlib
 from collections.abc import Sequence
 
 import numpy as np
-import pytest
 
 from core_env import discrete_core_v0
 from core_env.curves import CurveBank
@@ -118,8 +117,3 @@ def trajectory_digest(trajectory) -> str:
 def parallel_trajectory_digest(seed: int, policy_seed: int = 0, **config) -> str:
     """Digest of one PettingZoo episode (used in-process and from a subprocess)."""
     return trajectory_digest(run_parallel(discrete_core_v0.parallel_env(**config), seed=seed, policy_seed=policy_seed))
-
-
-@pytest.fixture
-def linear_bank() -> CurveBank:
-    return tiny_bank()

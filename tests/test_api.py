@@ -134,3 +134,10 @@ def test_full_history_accessor_returns_every_report_beyond_the_observation_windo
     history[:] = -1.0  # a copy: the env is not affected
     assert env.reported_history(0)[0] == 10.0
     assert env.slot_task(0) == 0
+
+
+def test_gym_returned_arrays_never_share_memory():
+    env = DiscreteCoREEnv(n_nodes=2, n_slots=3)
+    for obs, info in [env.reset(seed=0), env.step(np.array([1, 0]))[::4]]:
+        arrays = [obs["observation"], obs["action_mask"], info["conflict"], info["invalid_action"]]
+        assert not any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:])

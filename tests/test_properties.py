@@ -10,7 +10,7 @@ from core_env import discrete_core_v0
 from core_env.curves import CurveBank
 from core_env.gym_env import DiscreteCoREEnv
 
-PROPERTY_SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY_SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -19,12 +19,12 @@ def configs(draw):
     config = {
         "n_nodes": n,
         "n_slots": draw(st.integers(1, 6)),
-        "arrival_steps": draw(st.integers(1, 25)),
+        "arrival_steps": draw(st.integers(5, 40)),
         "load": draw(st.floats(0.05, 1.0)),
         "task_set": draw(st.sampled_from(["id", "rl_ood", "vit_ood"])),
         "switch_cost": draw(st.sampled_from([0.0, 0.25, 0.9])),
         "history": draw(st.integers(1, 4)),
-        "max_cycles": draw(st.integers(1, 60)),
+        "max_cycles": draw(st.integers(20, 150)),
         "reward": draw(st.sampled_from(["shaped", "sparse"])),
     }
     if draw(st.booleans()):

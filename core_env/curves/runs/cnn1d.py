@@ -15,9 +15,9 @@ GOOD_LR = {"sgd": 0.1, "momentum": 0.02, "adam": 3e-3, "adamw": 3e-3}
 def sample_hp(rng) -> dict[str, Any]:
     hp = C.sample_optim(rng, OPT_PROBS, GOOD_LR)
     hp["depth"] = int(rng.integers(2, 5))  # conv layers
-    hp["width"] = int(C.choice(rng, [16, 24, 32, 48, 64]))
-    hp["kernel"] = int(C.choice(rng, [3, 5, 7]))
-    hp["batch_size"] = int(C.choice(rng, [32, 64, 128]))
+    hp["width"] = int(C.choice(rng, [16, 24, 32, 48]))
+    hp["kernel"] = int(C.choice(rng, {3: 0.35, 5: 0.45, 7: 0.2}))
+    hp["batch_size"] = int(C.choice(rng, {32: 0.35, 64: 0.45, 128: 0.2}))
     hp["activation"] = C.choice(rng, {"relu": 0.7, "gelu": 0.3})
     hp["schedule"] = C.sample_schedule(rng)
     return hp

@@ -76,6 +76,30 @@ def build(n_obs: int, n_act: int, hp: dict[str, Any]):
     return ActorCritic()
 
 
+def numpy_actor(model):
+    """The policy of ``model`` as a float64 numpy function obs -> action probabilities (fast rollouts)."""
+    import torch.nn as nn
+
+    mods = ([m for m in model.trunk] if model.trunk is not None else []) + (
+        [model.pi] if model.trunk is not None else [m for m in model.pi])
+    layers = []
+    for m in mods:
+        if isinstance(m, nn.Linear):
+            layers.append(("linear", m.weight.detach().numpy().astype(np.float64).T, m.bias.detach().numpy().astype(np.float64)))
+        elif isinstance(m, nn.Tanh):
+            layers.append(("tanh", None, None))
+
+    def actor(obs: np.ndarray) -> np.ndarray:
+        h = np.asarray(obs, np.float64)
+        for kind, w, b in layers:
+            h = h @ w + b if kind == "linear" else np.tanh(h)
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = np.exp(h - h.max(1, keepdims=True))
+            return z / z.sum(1, keepdims=True)
+
+    return actor
+
+
 def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
     import gymnasium as gym
     import torch
@@ -84,7 +108,7 @@ def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
     hp = sample_hp(seeds.hp)
     C.torch_setup(seeds.torch_seed)
     env_id = ENVS[family]
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id) for _ in range(N_ENVS)],
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id, disable_env_checker=True) for _ in range(N_ENVS)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     n_obs, n_act = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
     model = build(n_obs, n_act, hp)
@@ -96,52 +120,54 @@ def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
     gamma, lam = hp["gamma"], hp["gae_lambda"]
     curve: list[float | None] = []
     diverged, reason, n_episodes = False, "", 0
-    buf_obs = np.zeros((ROLLOUT, N_ENVS, n_obs), np.float32)
+    buf_obs = np.zeros((ROLLOUT + 1, N_ENVS, n_obs), np.float32)
     buf_act = np.zeros((ROLLOUT, N_ENVS), np.int64)
     buf_rew = np.zeros((ROLLOUT, N_ENVS), np.float32)
     buf_done = np.zeros((ROLLOUT, N_ENVS), np.float32)
-    buf_val = np.zeros((ROLLOUT + 1, N_ENVS), np.float32)
     try:
         for update in range(steps):
             C.set_lr(opt, hp["lr"], C.lr_factor(hp["schedule"], update, steps))
+            actor = numpy_actor(model)  # parameters are fixed during a rollout
             finished: list[float] = []
+            truncated: list[tuple[int, int, np.ndarray]] = []
             for t in range(ROLLOUT):
-                with torch.no_grad():
-                    logits, value = model(torch.from_numpy(obs.astype(np.float32)))
-                    probs = torch.softmax(logits, -1).numpy().astype(np.float64)
+                probs = actor(obs)
                 if not np.all(np.isfinite(probs)):
                     raise FloatingPointError("non-finite policy")
                 cdf = np.cumsum(probs, 1)
                 action = np.minimum((rng.random(N_ENVS)[:, None] > cdf).sum(1), n_act - 1)
                 next_obs, reward, term, trunc, info = envs.step(action)
-                reward = reward.astype(np.float32)
                 ep_ret += reward
                 done = term | trunc
-                if trunc.any():  # bootstrap time-limit truncations with the value of the final observation
-                    fin = np.stack([info["final_obs"][i] for i in np.flatnonzero(trunc & ~term)]) if (trunc & ~term).any() else None
-                    if fin is not None:
-                        with torch.no_grad():
-                            _, v_fin = model(torch.from_numpy(fin.astype(np.float32)))
-                        reward[trunc & ~term] += gamma * v_fin.numpy()
+                for i in np.flatnonzero(trunc & ~term):  # time-limit: bootstrap from the final observation
+                    truncated.append((t, int(i), np.asarray(info["final_obs"][i], np.float32)))
                 for i in np.flatnonzero(done):
                     finished.append(float(ep_ret[i]))
                     ep_ret[i] = 0.0
-                buf_obs[t], buf_act[t], buf_rew[t], buf_done[t], buf_val[t] = obs, action, reward, done, value.numpy()
+                buf_obs[t], buf_act[t], buf_rew[t], buf_done[t] = obs, action, reward, done
                 obs = next_obs
-            with torch.no_grad():
-                buf_val[ROLLOUT] = model(torch.from_numpy(obs.astype(np.float32)))[1].numpy()
+            buf_obs[ROLLOUT] = obs
+            logits, values = model(torch.from_numpy(buf_obs.reshape(-1, n_obs)))
+            logits = logits[: ROLLOUT * N_ENVS]
+            val = values.detach().numpy().reshape(ROLLOUT + 1, N_ENVS)
+            values = values[: ROLLOUT * N_ENVS]
+            rew = buf_rew.copy()
+            if truncated:
+                with torch.no_grad():
+                    v_fin = model(torch.from_numpy(np.stack([o for _, _, o in truncated])))[1].numpy()
+                for (t, i, _), v in zip(truncated, v_fin):
+                    rew[t, i] += gamma * v
             adv = np.zeros((ROLLOUT, N_ENVS), np.float32)
             last = np.zeros(N_ENVS, np.float32)
             for t in reversed(range(ROLLOUT)):
                 nonterm = 1.0 - buf_done[t]
-                delta = buf_rew[t] + gamma * buf_val[t + 1] * nonterm - buf_val[t]
+                delta = rew[t] + gamma * val[t + 1] * nonterm - val[t]
                 last = delta + gamma * lam * nonterm * last
                 adv[t] = last
-            ret = torch.from_numpy((adv + buf_val[:ROLLOUT]).reshape(-1))
+            ret = torch.from_numpy((adv + val[:ROLLOUT]).reshape(-1).astype(np.float32))
             adv_t = torch.from_numpy(adv.reshape(-1))
             if hp["normalize_advantages"]:
                 adv_t = (adv_t - adv_t.mean()) / (adv_t.std() + 1e-8)
-            logits, values = model(torch.from_numpy(buf_obs.reshape(-1, n_obs)))
             logp_all = torch.log_softmax(logits, -1)
             logp = logp_all.gather(1, torch.from_numpy(buf_act.reshape(-1, 1))).squeeze(1)
             entropy = -(logp_all.exp() * logp_all).sum(-1).mean()

@@ -17,7 +17,7 @@ def sample_hp(rng) -> dict[str, Any]:
     hp["d_model"] = int(C.choice(rng, [16, 32, 48, 64]))
     hp["depth"] = int(rng.integers(1, 4))
     hp["heads"] = int(C.choice(rng, [2, 4]))
-    hp["batch_size"] = int(C.choice(rng, [16, 32, 64, 128]))
+    hp["batch_size"] = int(C.choice(rng, {16: 0.3, 32: 0.35, 64: 0.25, 128: 0.1}))
     hp["pool"] = C.choice(rng, ["cls", "mean"])
     hp["schedule"] = C.sample_schedule(rng)
     return hp

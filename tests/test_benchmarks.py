@@ -1,0 +1,72 @@
+"""Smoke tests of the benchmark suites (no timing assertions)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from pettingzoo.test import parallel_api_test
+
+from benchmarks import quick
+from benchmarks.perf import MinimalParallelEnv, masked_random
+from core_env import discrete_core_v0
+
+
+@pytest.fixture(scope="module")
+def reduced():
+    return quick.evaluate(agents=("edf", "clairvoyant"), roots=2, episodes=1)
+
+
+def test_quick_summarizes_every_agent_and_the_bound(reduced):
+    summary = reduced["summary"]
+    assert list(summary) == ["edf", "clairvoyant", quick.BOUND]
+    for cells in summary.values():
+        assert set(cells) == {"id/train", "stress"}
+        assert all(0.0 <= cell["mean"] <= 100.0 and cell["sd"] >= 0.0 for cell in cells.values())
+    assert summary["clairvoyant"]["stress"]["mean"] == pytest.approx(65.0)
+    assert summary["edf"]["stress"]["mean"] == 0.0
+    assert summary["edf"]["id/train"]["mean"] > 0.0
+
+
+def test_quick_episodes_never_beat_the_feasibility_bound(reduced):
+    records = reduced["episodes"]
+    assert len(records) == 2 * (2 + 1)
+    for record in records:
+        assert record["completion_rate"] <= record["feasibility_bound"] + 1e-12
+        assert record["completed"] + record["failed"] + record["rejected"] == record["arrived"] > 0
+
+
+def test_quick_root_summary_is_mean_and_sd_of_root_means():
+    rates = np.array([0.5, 0.7, 0.2, 0.4])
+    cells = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert quick.summarize(rates, cells) == pytest.approx({"mean": 45.0, "sd": np.std([60.0, 30.0], ddof=1)})
+
+
+def test_unknown_suite_exits_nonzero_naming_the_suites():
+    run = subprocess.run([sys.executable, "-m", "benchmarks", "nonsense"], capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "unknown suite 'nonsense'" in run.stderr and "quick" in run.stderr and "perf" in run.stderr
+
+
+def test_minimal_env_passes_the_pettingzoo_api_test():
+    parallel_api_test(MinimalParallelEnv(episode_steps=30), num_cycles=40)
+
+
+def test_minimal_env_builds_the_same_shapes_and_keys_as_ours():
+    ours, minimal = discrete_core_v0.parallel_env(), MinimalParallelEnv()
+    (obs_a, info_a), (obs_b, info_b) = ours.reset(seed=0), minimal.reset(seed=0)
+    assert list(obs_a) == list(obs_b) and list(info_a) == list(info_b)
+    for agent in obs_a:
+        assert set(info_a[agent]) == set(info_b[agent])
+        for key in ("observation", "action_mask"):
+            assert obs_a[agent][key].shape == obs_b[agent][key].shape and obs_a[agent][key].dtype == obs_b[agent][key].dtype
+
+
+def test_masked_random_picks_only_allowed_actions():
+    mask = np.zeros((50, 4, 9), np.int8)
+    mask[..., 0] = 1
+    mask[:, :, 5] = 1
+    actions = masked_random(mask, np.random.default_rng(0))
+    assert set(np.unique(actions)) == {0, 5}
