@@ -10,6 +10,7 @@ from collections.abc import Sequence
 #: Suite name -> (module with ``main(argv) -> int``, one-line description).
 SUITES = {
     "quick": ("benchmarks.quick", "heuristics on id/train (5 evaluation roots) and the stress scenario"),
+    "calibration": ("benchmarks.calibration", "FIFO, EDF, clairvoyant and the feasibility bound per task set and load"),
     "perf": ("benchmarks.perf", "env-steps/s of the PettingZoo, Gymnasium and batched views vs a minimal ParallelEnv"),
 }
 
