@@ -7,7 +7,8 @@ builds dicts of our shapes and keys. Actions are masked-random (each node picks 
 allowed actions); only the environment's own calls (step and reset) are timed, not the action choice.
 An env-step is one step of one environment (all N nodes); the batched rows count only live
 environments. Each rate is the median over five chunks of a measurement (the machine may be busy).
-Results go to ``benchmarks/results/perf.json``.
+Also measured: the median time of a PettingZoo ``reset(seed=s)`` (a freshly drawn workload). Results go to
+``benchmarks/results/perf.json``.
 """
 
 from __future__ import annotations
@@ -171,6 +172,18 @@ def measure(stepper: Stepper, seconds: float, chunks: int = 5) -> dict[str, floa
     return {"env_steps": steps, "seconds": inside, "env_steps_per_s": float(np.median(rates))}
 
 
+def measure_reset(repeats: int = 200) -> float:
+    """Median seconds of ``parallel_env().reset(seed=s)`` over ``repeats`` seeds (each draws a workload)."""
+    env = discrete_core_v0.parallel_env()
+    env.reset(seed=0)  # the first reset fills caches (curve bank, smoothed curves)
+    times = []
+    for seed in range(1, repeats + 1):
+        start = time.perf_counter()
+        env.reset(seed=seed)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
 def cases(rng: np.random.Generator) -> dict[str, tuple[str, int, Callable[[], Stepper]]]:
     """Measurement name -> (view, B, factory of its stepper)."""
     table: dict[str, tuple[str, int, Callable[[], Stepper]]] = {
@@ -191,7 +204,8 @@ def run(seconds: float, seed: int = 0) -> dict[str, Any]:
     for name, (view, batch, factory) in tqdm(cases(rng).items(), desc="perf", unit="case", leave=False):
         results[name] = {"view": view, "B": batch, **measure(factory(), seconds)}
     ratio = results["pettingzoo"]["env_steps_per_s"] / results["minimal"]["env_steps_per_s"]
-    return {"cases": results, "pettingzoo_over_minimal": ratio, "gymnasium_over_minimal": results["gymnasium"]["env_steps_per_s"] / results["minimal"]["env_steps_per_s"]}
+    return {"cases": results, "pettingzoo_over_minimal": ratio, "gymnasium_over_minimal": results["gymnasium"]["env_steps_per_s"] / results["minimal"]["env_steps_per_s"],
+            "reset_seeded_ms": 1e3 * measure_reset()}
 
 
 def main(argv: Sequence[str] = ()) -> int:
@@ -208,6 +222,9 @@ def main(argv: Sequence[str] = ()) -> int:
     print(f"\nPettingZoo / minimal = {ratio:.3f} (target >= {TARGET_RATIO}, goal {GOAL_RATIO}): {'met' if ratio >= TARGET_RATIO else 'MISSED'}")
     print(f"Gymnasium / minimal = {result['gymnasium_over_minimal']:.3f}")
     print(f"Simulator.step at B={BATCH_SIZES[-1]}: {batched:,.0f} env-steps/s (target >= {TARGET_BATCHED:,}): {'met' if batched >= TARGET_BATCHED else 'MISSED'}")
+    with_obs = result["cases"][f"sim_obs_b{BATCH_SIZES[-1]}"]["env_steps_per_s"]
+    print(f"Simulator.step + observations at B={BATCH_SIZES[-1]}: {with_obs:,.0f} env-steps/s (>= {TARGET_BATCHED:,}: {'yes' if with_obs >= TARGET_BATCHED else 'no'})")
+    print(f"PettingZoo reset(seed=s), a drawn workload: {result['reset_seeded_ms']:.2f} ms (median)")
     paths = write_results("perf", {"suite": "perf", "wall_s": wall, "seconds_per_case": args.seconds, **result})
     print(f"wall time {wall:.1f} s; wrote {', '.join(str(p) for p in paths)}")
     return 0

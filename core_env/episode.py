@@ -62,10 +62,11 @@ class Episode:
     def step(self, actions: np.ndarray) -> float:
         """Apply an (N,) int action array; returns the team reward. Raises before changing any state."""
         self.require_started("step()")
-        before = self.sim.task[0].copy()
+        tracing = self.config.render_mode == "rgb_array"
+        before = self.sim.task[0].copy() if tracing else None
         outcome = self.sim.step(np.asarray(actions).reshape(1, -1))
         self.last_outcome = outcome
-        if self.config.render_mode == "rgb_array":
+        if tracing:
             slot = self.sim.node_slot[0]
             served = np.where(slot >= 0, before[np.maximum(slot, 0)], -1)
             self.trace.append(served)
@@ -92,14 +93,19 @@ class Episode:
 
     def statistics(self) -> dict[str, float]:
         """Episode statistics (running) as plain Python numbers."""
-        stats = self.sim.episode_statistics()
-        return {key: (float(stats[key][0]) if key in ("completion_rate", "node_utilization") else int(stats[key][0])) for key in EPISODE_KEYS}
+        return self.sim.statistics_of(0)
 
     def node_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """(N,) conflict and invalid-action flags of the last step (zeros after reset)."""
         if self.last_outcome is None:  # two arrays: the Gymnasium view hands both out in one info dict
             return np.zeros(self.config.n_nodes, np.int64), np.zeros(self.config.n_nodes, np.int64)
         return self.last_outcome.conflicts[0].astype(np.int64), self.last_outcome.invalid[0].astype(np.int64)
+
+    def node_flag_lists(self) -> tuple[list[int], list[int]]:
+        """:meth:`node_flags` as lists of Python ints."""
+        if self.last_outcome is None:
+            return [0] * self.config.n_nodes, [0] * self.config.n_nodes
+        return self.last_outcome.conflicts[0].view(np.int8).tolist(), self.last_outcome.invalid[0].view(np.int8).tolist()
 
     def reported_history(self, slot: int) -> np.ndarray:
         """Every loss reported so far by the task in ``slot`` (oldest first; empty if the slot is empty)."""

@@ -106,23 +106,30 @@ class DiscreteCoREParallelEnv(ParallelEnv):
     def _action_array(self, actions: Mapping[str, Any]) -> np.ndarray:
         if not isinstance(actions, Mapping):
             raise TypeError(f"actions must be a dict from agent name to action, got {type(actions).__name__}")
+        n_slots = self.config.n_slots
+        if len(actions) == len(self.agents):  # fast path: exactly the live agents, plain ints in range
+            try:
+                values = [actions[a] for a in self.agents]
+            except KeyError:
+                values = None
+            if values is not None and all(type(v) is int and 0 <= v <= n_slots for v in values):
+                return np.array(values, dtype=np.int64)
         missing = [a for a in self.agents if a not in actions]
         if missing:
             raise ValueError(f"missing action for agent(s) {missing}")
         unknown = [a for a in actions if a not in self.agents]
         if unknown:
             raise ValueError(f"actions given for unknown or finished agent(s) {unknown}")
-        n_slots = self.config.n_slots
         return np.array([scalar_action(actions[a], a, n_slots) for a in self.possible_agents], dtype=np.int64)
 
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:
         obs, mask = self.episode.observe()
-        return {a: {"observation": obs[i], "action_mask": mask[i]} for i, a in enumerate(self.possible_agents)}
+        return {a: {"observation": o, "action_mask": m} for a, o, m in zip(self.possible_agents, obs, mask)}
 
     def _infos(self) -> dict[str, dict[str, float]]:
         stats = self.episode.statistics()
-        conflict, invalid = self.episode.node_flags()
-        return {a: {**stats, "conflict": int(conflict[i]), "invalid_action": int(invalid[i])} for i, a in enumerate(self.possible_agents)}
+        conflict, invalid = self.episode.node_flag_lists()
+        return {a: {**stats, "conflict": c, "invalid_action": i} for a, c, i in zip(self.possible_agents, conflict, invalid)}
 
     def state(self) -> np.ndarray:
         if not self.episode.started:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from core_env import features
 from core_env.config import EnvConfig
 from core_env.workload import Workload
 
@@ -57,24 +58,62 @@ class StepOutcome:
     truncated: np.ndarray  # (B,) bool
 
 
+_NEVER = np.iinfo(np.int64).max
+# 0-d array operands: cheaper in a ufunc call than Python scalars (and the same result types here).
+_ZERO, _ONE = np.array(0), np.array(1)
+_INT64 = np.dtype(np.int64)
+#: Per-slot fields, stored as the columns of one (B·K, ·) array per dtype, so that admitting a task is
+#: one row copy from a per-task table holding the task's fields and the values a fresh slot starts from.
+#: Each field is an attribute of the simulator, a (B, K) view (and in ``flat``, a (B·K,) view):
+#: ``task`` (workload index), ``arrival``, ``deadline``, ``curve``, ``steps`` (node-steps received),
+#: ``last_node``; ``target``, ``batches_per_step``, ``demand`` (hidden nominal demand from the task's
+#: start: oracles only), ``progress`` (batches trained), ``last_loss``, ``first_loss``; private:
+#: ``_cum_start`` and ``_length`` (the slot's curve in the bank), ``_expiry`` (the deadline of an active
+#: slot, _NEVER for an empty one), ``_integral`` (bank.integral of the curve at ``progress``).
+_INT_FIELDS = ("task", "arrival", "deadline", "curve", "_cum_start", "_length", "_expiry", "steps", "last_node")
+_FLOAT_FIELDS = ("target", "batches_per_step", "demand", "progress", "_integral", "last_loss", "first_loss")
+_EMPTY_INT = (-1, 0, 0, 0, 0, 1, _NEVER, 0, -1)  # the slots at reset
+_EMPTY_FLOAT = (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
 STATS = ("arrived", "completed", "failed", "rejected", "switches", "busy_node_steps", "wasted_node_steps", "conflicts", "invalid_actions")
+_ARRIVED, _COMPLETED, _FAILED, _REJECTED, _SWITCHES, _BUSY, _WASTED, _CONFLICTS, _INVALID = range(len(STATS))
 
 
 class Simulator:
     """Batched simulator state. Arrays are public for read-only use by views, features and agents.
 
-    Slot arrays have shape (B, K); ``task[b, k]`` is the workload index of the task in slot ``k``
-    (-1 when empty). Node arrays have shape (B, N).
+    Slot arrays have shape (B, K) (the fields listed above _INT_FIELDS); ``task[b, k]`` is the workload
+    index of the task in slot ``k`` (-1 when empty) and ``has_report[b, k]`` whether it is active and has
+    reported a loss; ``flat[name]`` is the (B·K,) view of slot field ``name``. Node arrays have shape
+    (B, N). ``action_choices`` (B, K + 1) says which actions choose a task (column 0, idle, is always
+    True); ``active`` is its view without column 0. ``slot_features`` is the observation's slot table
+    (:class:`core_env.features.SlotFeatureTable`), kept up to date as slots are admitted, served and
+    freed, so that observations cost no pass over the full loss histories.
+
+    Implementation: the dynamics address slots by flat index ``b * K + k`` and nodes by ``b * N + n``,
+    with one cheap 1-D gather or scatter per field; work that a step does not need (arrivals, expiries,
+    completions, conflicts, finished environments) is skipped after a cheap check.
     """
 
     def __init__(self, config: EnvConfig, batch_size: int = 1) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.config = config
-        self.B, self.N, self.K = int(batch_size), config.n_nodes, config.n_slots
+        B, N, K = self.B, self.N, self.K = int(batch_size), config.n_nodes, config.n_slots
         self.speeds = config.speeds
-        self._earlier = np.tril(np.ones((self.N, self.N), dtype=bool), -1)  # [i, j]: node j is before node i
+        self._earlier = np.tril(np.ones((N, N), dtype=bool), -1)  # [i, j]: node j is before node i
+        self._unit_speed = bool(np.all(self.speeds == 1.0))
+        self._speed_of_node = np.tile(self.speeds, B)  # flat node index -> its speed
+        self._k_max = np.array(K, np.uint64)
+        self._action_shape = (B, N)
+        self._choice_base = np.arange(B)[:, None] * (K + 1)  # (B, 1) row starts in the flat action_choices
+        self._env_of_node = np.repeat(np.arange(B), N)  # flat node index -> b
+        self._node_of = np.tile(np.arange(N), B)  # flat node index -> n
+        self._slot_base_of_node = self._env_of_node * K  # flat node index -> b * K
+        self._env_of_slot = np.repeat(np.arange(B), K)  # flat slot index -> b
+        self._choice_of_slot = np.arange(B * K) + self._env_of_slot + 1  # flat slot index -> flat action_choices index
         self.workloads: list[Workload] = []
+        self.slot_features: features.SlotFeatureTable | None = None
 
     # ------------------------------------------------------------------ reset
     def reset(self, workloads: Sequence[Workload]) -> None:
@@ -89,14 +128,24 @@ class Simulator:
         self.workloads = list(workloads)
         m = max(1, max(len(w) for w in workloads))
         self.n_tasks = np.array([len(w) for w in workloads], dtype=np.int64)
-        pad = {"arrival": np.iinfo(np.int64).max, "deadline": 0, "target": 1.0, "batches_per_step": 1.0, "curve": 0, "demand": 0.0}
+        # Task fields padded to m + 1 columns: column n_tasks[b] of env b is a sentinel (never arrives).
+        pad = {"arrival": _NEVER, "deadline": 0, "target": 1.0, "batches_per_step": 1.0, "curve": 0, "demand": 0.0}
         self._wl = {}
         for name, fill in pad.items():
-            arr = np.full((B, m), fill, dtype=np.int64 if name in ("arrival", "deadline", "curve") else np.float64)
+            arr = np.full((B, m + 1), fill, dtype=np.int64 if name in ("arrival", "deadline", "curve") else np.float64)
             for b, w in enumerate(workloads):
                 arr[b, : len(w)] = getattr(w, name)
             self._wl[name] = arr
+        self._wl_flat = {name: arr.reshape(-1) for name, arr in self._wl.items()}
+        self._task_base = np.arange(B) * (m + 1)  # (B,) row starts of the flat task fields
+        wl = self._wl_flat
+        curve = wl["curve"]
+        self._task_ints = np.stack([np.tile(np.arange(m + 1), B), wl["arrival"], wl["deadline"], curve, bank.cum_start[curve],
+                                    bank.lengths[curve], wl["deadline"], np.zeros_like(curve), np.full_like(curve, -1)], axis=1)
+        zero = np.zeros(curve.size)
+        self._task_floats = np.stack([wl["target"], wl["batches_per_step"], wl["demand"], zero, zero, zero, zero], axis=1)
         self.arrival_steps = np.array([w.arrival_steps for w in workloads], dtype=np.int64)
+        self.horizon = self.arrival_steps.astype(np.float64)
         window = max((int(w.window.max()) for w in workloads if len(w)), default=1)
         self.max_history = max(1, window)  # a task is served at most once per step of its window
 
@@ -104,25 +153,40 @@ class Simulator:
         self.done = np.zeros(B, bool)
         self.terminated = np.zeros(B, bool)
         self.truncated = np.zeros(B, bool)
+        self._any_done = False
+        self._steps_taken = 0  # steps since reset: an upper bound on every t
+        self._end_check_from = int(self.arrival_steps.min())  # no environment can end before this t
         self.next_task = np.zeros(B, np.int64)
-        self.task = np.full((B, K), -1, np.int64)
-        self.active = np.zeros((B, K), bool)
-        self.arrival = np.zeros((B, K), np.int64)
-        self.deadline = np.zeros((B, K), np.int64)
-        self.target = np.ones((B, K))
-        self.batches_per_step = np.ones((B, K))
-        self.curve = np.zeros((B, K), np.int64)
-        self.demand = np.zeros((B, K))  # hidden: nominal demand from the task's start (oracles only)
-        self.progress = np.zeros((B, K))
-        self.steps = np.zeros((B, K), np.int64)
-        self.last_loss = np.zeros((B, K))
-        self.first_loss = np.zeros((B, K))
-        self.last_node = np.full((B, K), -1, np.int64)
+        self._next_arrival = self._wl["arrival"][:, 0].copy()  # arrival step of each env's next task
+        self.action_choices = np.zeros((B, K + 1), bool)  # [b, a]: action a is a valid choice in env b
+        self.action_choices[:, 0] = True
+        self._choices_flat = self.action_choices.reshape(-1)
+        self.active = self.action_choices[:, 1:]  # (B, K) view
+        self.n_active = np.zeros(B, np.int64)  # active slots per environment
+        self._ints = np.empty((B * K, len(_INT_FIELDS)), np.int64)
+        self._ints[:] = _EMPTY_INT
+        self._floats = np.empty((B * K, len(_FLOAT_FIELDS)))
+        self._floats[:] = _EMPTY_FLOAT
+        self._f = self.flat = {}  # name -> flat (B·K,) view (read-only for users, like the (B, K) arrays)
+        for table, names in ((self._ints, _INT_FIELDS), (self._floats, _FLOAT_FIELDS)):
+            for j, name in enumerate(names):
+                self._f[name] = table[:, j]
+                setattr(self, name, table[:, j].reshape(B, K))
         self.served_last = np.zeros((B, K), bool)
+        self.has_report = np.zeros((B, K), bool)  # active & (steps > 0)
+        self._f["served_last"] = self.served_last.reshape(-1)
+        self._f["has_report"] = self.has_report.reshape(-1)
         self.history = np.zeros((B, K, self.max_history))
         self.node_slot = np.full((B, N), -1, np.int64)
-        self.stats = {name: np.zeros(B, np.int64) for name in STATS}
+        self._next_expiry = np.full(B, _NEVER)  # per environment, the earliest deadline of an active slot
+        self._next_event = np.zeros(B, np.int64)  # at most min(_next_arrival, _next_expiry)
+        self._flat_history = self.history.reshape(-1)
+        self._history_row = np.arange(B * K) * self.max_history  # flat slot index -> start of its history
+        self._stats = np.zeros((len(STATS), B), np.int64)
+        self.stats = {name: self._stats[i] for i, name in enumerate(STATS)}
+        self.slot_features = features.SlotFeatureTable(self, self.config.history)
         self._admit_arrivals()
+        self._next_event = np.minimum(self._next_arrival, self._next_expiry)
         self._update_done()
 
     # ------------------------------------------------------------------ step
@@ -133,124 +197,208 @@ class Simulator:
             raise ValueError(f"actions must have shape (B, N) = {(self.B, self.N)}, got {actions.shape}")
         if actions.dtype.kind not in "iu":
             raise TypeError(f"actions must be integers, got dtype {actions.dtype}")
-        bad = (actions < 0) | (actions > self.K)
-        if bad.any():
+        checked = actions.astype(np.int64, copy=False)
+        if np.count_nonzero(checked.view(np.uint64) > self._k_max):  # negative values wrap to huge ones
+            bad = (actions < 0) | (actions > self.K)
             b, n = map(int, np.argwhere(bad)[0])
             raise InvalidActionError(f"action {actions[b, n]} of node {n} (env {b}) is outside [0, {self.K}]", b, n, actions[b, n])
-        return actions.astype(np.int64, copy=False)
+        return checked
 
     def step(self, actions: np.ndarray) -> StepOutcome:
         """Advance every live environment by one step. ``actions``: (B, N) ints in [0, K]."""
-        actions = self.check_actions(actions)
+        if not (type(actions) is np.ndarray and actions.dtype is _INT64 and actions.shape == self._action_shape
+                and not np.count_nonzero(actions.view(np.uint64) > self._k_max)):  # else: convert, or raise
+            actions = self.check_actions(actions)
         B, K = self.B, self.K
-        live = ~self.done
-        chosen = actions - 1
-        picked = np.take_along_axis(self.active, np.clip(chosen, 0, K - 1), axis=1)
-        invalid = (chosen >= 0) & ~picked & live[:, None]
-        if self.config.strict and invalid.any():
+        any_done = self._any_done
+        valid = self._choices_flat[self._choice_base + actions if B > 1 else actions]  # (B, N); idle is always valid
+        invalid = ~valid
+        if any_done:
+            live = ~self.done[:, None]
+            invalid &= live
+            valid &= live
+        n_invalid = np.count_nonzero(invalid)
+        if self.config.strict and n_invalid:
             b, n = map(int, np.argwhere(invalid)[0])
-            raise InvalidActionError(f"node {n} (env {b}) chose slot {chosen[b, n]}, which holds no active task", b, n, int(actions[b, n]))
-        slot = np.where(picked & live[:, None], chosen, -1)
-        if self.N > 1:
-            same = (slot[:, :, None] == slot[:, None, :]) & (slot[:, None, :] >= 0)
-            conflicts = (same & self._earlier).any(axis=2)
-            slot = np.where(conflicts, -1, slot)
+            raise InvalidActionError(f"node {n} (env {b}) chose slot {actions[b, n] - 1}, which holds no active task", b, n, int(actions[b, n]))
+        slot = actions - _ONE  # (B, N) the slot each node serves, -1 when idle
+        if n_invalid or any_done:
+            slot[~valid] = -1
+        chosen = (slot >= _ZERO).reshape(-1).nonzero()[0]  # flat indices of the nodes that choose a task
+        k = slot.reshape(-1)[chosen]
+        fi = k + self._slot_base_of_node[chosen] if B > 1 else k  # flat indices of their slots
+        n_conflicts = 0
+        if self.N > 1 and fi.size > 1 and np.count_nonzero(np.bincount(fi)) < fi.size:  # a slot chosen twice
+            conflicts = slot[:, :, None] == slot[:, None, :]
+            conflicts &= self._earlier
+            conflicts = conflicts.any(axis=2)  # an earlier node chose the same slot ...
+            conflicts &= slot >= _ZERO  # ... a real one, not idle
+            n_conflicts = np.count_nonzero(conflicts)
+            slot[conflicts] = -1
+            chosen = (slot >= _ZERO).reshape(-1).nonzero()[0]
+            k = slot.reshape(-1)[chosen]
+            fi = k + self._slot_base_of_node[chosen] if B > 1 else k
         else:
-            conflicts = np.zeros_like(invalid)
+            conflicts = np.zeros((B, self.N), bool)
 
         served = np.zeros((B, K), bool)
         reported = np.zeros((B, K))
-        completed = np.zeros(B, np.int64)
-        eb, en = np.nonzero(slot >= 0)
-        if eb.size:
-            ek = slot[eb, en]
-            served[eb, ek] = True
-            completed = self._train(eb, en, ek, reported)
-        self.served_last = served & self.active  # completed tasks left their slot
-        self.node_slot = np.where(live[:, None], slot, self.node_slot)
+        completed = failed = rejected = None
+        if chosen.size:
+            completed = self._train(chosen, k, fi, served, reported)
+        np.logical_and(served, self.active, out=self.served_last)  # completed tasks left their slot
+        self.node_slot = slot if not any_done else np.where(live, slot, self.node_slot)
 
-        expired = self.active & (self.t[:, None] + 1 >= self.deadline) & live[:, None]
-        failed = expired.sum(axis=1)
-        if failed.any():
-            self.stats["wasted_node_steps"] += (self.steps * expired).sum(axis=1)
-            self._free(expired)
-        self.t += live
-        rejected_before = self.stats["rejected"].copy()
-        self._admit_arrivals()
-        self.stats["completed"] += completed
-        self.stats["failed"] += failed
-        self.stats["conflicts"] += conflicts.sum(axis=1)
-        self.stats["invalid_actions"] += invalid.sum(axis=1)
-        self._update_done()
-        return StepOutcome(completed, failed, self.stats["rejected"] - rejected_before, conflicts, invalid, served,
-                           reported, self.terminated.copy(), self.truncated.copy())
+        if any_done:
+            self.t += live[:, 0]
+            self.slot_features.tick(live[:, 0])
+        else:
+            self.t += _ONE
+            self.slot_features.tick()
+        self._steps_taken += 1
+        if np.count_nonzero(self._next_event <= self.t):  # an arrival, or a deadline at the old t + 1
+            expired = self._expiry <= self.t[:, None]
+            if any_done:
+                expired &= live
+            if np.count_nonzero(expired):
+                failed = expired.sum(axis=1)
+                self._stats[_WASTED] += (self.steps * expired).sum(axis=1)
+                self._stats[_FAILED] += failed
+                self._free(expired.reshape(-1).nonzero()[0])
+            rejected = self._admit_arrivals()
+            self._next_event = np.minimum(self._next_arrival, self._next_expiry)
+        if completed is None or failed is None or rejected is None:
+            zeros = np.zeros((3, B), np.int64)
+            completed = zeros[0] if completed is None else completed
+            failed = zeros[1] if failed is None else failed
+            rejected = zeros[2] if rejected is None else rejected
+        if n_conflicts:
+            self._count_rows(_CONFLICTS, conflicts, n_conflicts)
+        if n_invalid:
+            self._count_rows(_INVALID, invalid, n_invalid)
+        if self._steps_taken >= self._end_check_from or self._steps_taken >= self.config.max_cycles:
+            self._update_done()
+        return StepOutcome(completed, failed, rejected, conflicts, invalid, served, reported, self.terminated.copy(), self.truncated.copy())
 
-    def _train(self, eb: np.ndarray, en: np.ndarray, ek: np.ndarray, reported: np.ndarray) -> np.ndarray:
-        """Serve slots (eb, ek) with nodes en; record reports; complete tasks that reach their target."""
-        steps = self.steps[eb, ek]
-        switched = (steps > 0) & ((self.last_node[eb, ek] != en) | ~self.served_last[eb, ek])
-        self.stats["switches"] += np.bincount(eb[switched], minlength=self.B)
-        self.stats["busy_node_steps"] += np.bincount(eb, minlength=self.B)
-        batches = self.batches_per_step[eb, ek] * self.speeds[en]
+    def _count(self, row: int, envs: np.ndarray) -> None:
+        """Add to statistic ``row`` one per entry of ``envs`` (environment indices)."""
+        if self.B == 1:
+            self._stats[row, 0] += envs.size
+        else:
+            self._stats[row] += np.bincount(envs, minlength=self.B)
+
+    def _count_rows(self, row: int, mask: np.ndarray, total: int) -> None:
+        """Add to statistic ``row`` the True entries of each row of the (B, ·) ``mask`` (``total`` in all)."""
+        if self.B == 1:
+            self._stats[row, 0] += total
+        else:
+            self._stats[row] += mask.sum(axis=1)
+
+    def _train(self, chosen: np.ndarray, k: np.ndarray, fi: np.ndarray, served: np.ndarray, reported: np.ndarray) -> np.ndarray | None:
+        """Nodes at flat indices ``chosen`` serve slots ``k`` (flat ``fi``, all distinct); free completed tasks.
+
+        Returns the (B,) completions, or None when no task completed.
+        """
+        f = self._f
+        steps = f["steps"][fi]
+        had_report = steps > _ZERO
+        # A task with reports is switched unless this very node served it last step (then it was served
+        # last step, by this node, and is the same task: a new task in the slot has no reports).
+        switched = had_report & (self.node_slot.reshape(-1)[chosen] != k)
+        if self.B == 1:
+            self._stats[_BUSY, 0] += chosen.size
+            self._stats[_SWITCHES, 0] += np.count_nonzero(switched)
+        else:
+            eb = self._env_of_node[chosen]
+            self._stats[_BUSY] += np.bincount(eb, minlength=self.B)
+            if np.count_nonzero(switched):
+                self._stats[_SWITCHES] += np.bincount(eb[switched], minlength=self.B)
+        batches = f["batches_per_step"][fi]
+        if not self._unit_speed:
+            batches = batches * self._speed_of_node[chosen]
         if self.config.switch_cost > 0:
             batches = np.where(switched, batches * (1.0 - self.config.switch_cost), batches)
-        x0 = self.progress[eb, ek]
+        x0 = f["progress"][fi]
         x1 = x0 + batches
-        loss = self.bank.interval_mean(self.curve[eb, ek], x0, x1)
-        self.progress[eb, ek] = x1
-        self.history[eb, ek, np.minimum(steps, self.max_history - 1)] = loss
-        self.steps[eb, ek] = steps + 1
-        self.first_loss[eb, ek] = np.where(steps == 0, loss, self.first_loss[eb, ek])
-        self.last_loss[eb, ek] = loss
-        reported[eb, ek] = loss
-        self.last_node[eb, ek] = en
-        done = loss <= self.target[eb, ek]
-        completed = np.bincount(eb[done], minlength=self.B).astype(np.int64)
-        if done.any():
-            finished = np.zeros((self.B, self.K), bool)
-            finished[eb[done], ek[done]] = True
-            self._free(finished)
+        integral = self.bank.integral_at(f["_cum_start"][fi], f["_length"][fi], x1)
+        loss = (integral - f["_integral"][fi]) / (x1 - x0)  # the mean of the curve over [x0, x1)
+        f["progress"][fi] = x1
+        f["_integral"][fi] = integral
+        self._flat_history[self._history_row[fi] + steps] = loss
+        steps = steps + _ONE
+        f["steps"][fi] = steps
+        if np.count_nonzero(had_report) < had_report.size:
+            first = ~had_report
+            f["first_loss"][fi[first]] = loss[first]
+            f["has_report"][fi[first]] = True
+        f["last_loss"][fi] = loss
+        f["last_node"][fi] = self._node_of[chosen]
+        reported.reshape(-1)[fi] = loss
+        served.reshape(-1)[fi] = True
+        self.slot_features.served(fi, steps, loss)
+        done = loss <= f["target"][fi]
+        if not np.count_nonzero(done):
+            return None
+        self._free(fi[done])
+        completed = np.bincount(self._env_of_node[chosen[done]], minlength=self.B).astype(np.int64, copy=False)
+        self._stats[_COMPLETED] += completed
         return completed
 
-    def _free(self, slots: np.ndarray) -> None:
-        self.active &= ~slots
-        self.served_last &= ~slots
-        self.task[slots] = -1
+    def _free(self, fi: np.ndarray) -> None:
+        """Empty the slots at flat indices ``fi``."""
+        self._choices_flat[self._choice_of_slot[fi]] = False
+        f = self._f
+        f["served_last"][fi] = False
+        f["has_report"][fi] = False
+        f["task"][fi] = -1
+        f["_expiry"][fi] = _NEVER
+        if self.B == 1:
+            self.n_active[0] -= fi.size
+        else:
+            self.n_active -= np.bincount(self._env_of_slot[fi], minlength=self.B)
+        self._next_expiry = self._expiry.min(axis=1)
+        self.slot_features.freed(fi)
 
-    def _admit_arrivals(self) -> None:
-        """Insert tasks whose arrival step is the current ``t`` into the lowest free slots."""
-        rows = np.arange(self.B)
+    def _admit_arrivals(self) -> np.ndarray:
+        """Insert tasks whose arrival step is the current ``t`` into the lowest free slots; (B,) rejections."""
+        rejected = np.zeros(self.B, np.int64)
+        f, w = self._f, self._wl_flat
         while True:
-            nxt = np.minimum(self.next_task, self._wl["arrival"].shape[1] - 1)
-            due = (self.next_task < self.n_tasks) & (self._wl["arrival"][rows, nxt] <= self.t) & ~self.done
-            if not due.any():
-                return
-            b = np.flatnonzero(due)
+            due = self._next_arrival <= self.t
+            if self._any_done:
+                due &= ~self.done
+            if not np.count_nonzero(due):
+                return rejected
+            b = due.nonzero()[0]
             i = self.next_task[b]
-            self.next_task[b] += 1
-            self.stats["arrived"][b] += 1
-            free = ~self.active[b]
-            has_room = free.any(axis=1)
-            self.stats["rejected"][b[~has_room]] += 1
-            b, i, k = b[has_room], i[has_room], free[has_room].argmax(axis=1)
-            if b.size == 0:
-                continue
-            self.task[b, k] = i
-            self.active[b, k] = True
-            for name in ("arrival", "deadline", "target", "batches_per_step", "curve", "demand"):
-                getattr(self, name)[b, k] = self._wl[name][b, i]
-            self.progress[b, k] = 0.0
-            self.steps[b, k] = 0
-            self.last_loss[b, k] = 0.0
-            self.first_loss[b, k] = 0.0
-            self.last_node[b, k] = -1
-            self.served_last[b, k] = False
+            ti = self._task_base[b] + i  # flat task indices
+            self.next_task[b] = i + _ONE
+            self._next_arrival[b] = w["arrival"][ti + _ONE]
+            self._count(_ARRIVED, b)
+            has_room = self.n_active[b] < self.K
+            if np.count_nonzero(has_room) < has_room.size:
+                rejected[b[~has_room]] += 1
+                self._stats[_REJECTED, b[~has_room]] += 1
+                b, ti = b[has_room], ti[has_room]
+                if b.size == 0:
+                    continue
+            fi = b * self.K + self.active[b].argmin(axis=1)  # the lowest free slot
+            self._choices_flat[self._choice_of_slot[fi]] = True
+            self._ints[fi] = self._task_ints[ti]
+            self._floats[fi] = self._task_floats[ti]
+            self._f["served_last"][fi] = False
+            self._next_expiry[b] = np.minimum(self._next_expiry[b], w["deadline"][ti])
+            self.n_active[b] += 1
+            self.slot_features.admitted(fi, ti)
 
     def _update_done(self) -> None:
+        """Mark terminated and truncated environments (step skips this while every t is below every
+        arrival window and the cycle cap: ``_steps_taken`` bounds every t, and then nothing can end)."""
         window_over = (self.t >= self.arrival_steps) & (self.next_task >= self.n_tasks)
-        self.terminated |= window_over & ~self.active.any(axis=1)
+        self.terminated |= window_over & (self.n_active == 0)
         self.truncated |= (self.t >= self.config.max_cycles) & ~self.terminated
         self.done = self.terminated | self.truncated
+        self._any_done = bool(self.done.any())
 
     # ------------------------------------------------------------------ read-only views
     def reported_history(self, b: int, k: int) -> np.ndarray:
@@ -267,8 +415,9 @@ class Simulator:
         """
         on_grid = np.isclose(self.progress, self.steps * self.batches_per_step, rtol=1e-12, atol=1e-9)
         out = np.where(self.active, np.maximum(self.demand - self.steps, 0.0), 0.0)
-        for b, k in np.argwhere(self.active & ~on_grid):
-            out[b, k] = self.bank.demand(int(self.curve[b, k]), float(self.target[b, k]), float(self.batches_per_step[b, k]), float(self.progress[b, k]))
+        scan = self.active & ~on_grid
+        if scan.any():
+            out[scan] = self.bank.demands(self.curve[scan], self.target[scan], self.batches_per_step[scan], self.progress[scan])
         return out
 
     def episode_statistics(self) -> dict[str, np.ndarray]:
@@ -276,7 +425,17 @@ class Simulator:
         stats = dict(self.stats)
         arrived = stats["arrived"]
         stats["completion_rate"] = np.where(arrived > 0, stats["completed"] / np.maximum(arrived, 1), 0.0)
-        stats["active"] = self.active.sum(axis=1)
+        stats["active"] = self.n_active.copy()
         stats["node_utilization"] = stats["busy_node_steps"] / (self.N * np.maximum(self.t, 1))
         stats["t"] = self.t.copy()
         return stats
+
+    def statistics_of(self, b: int) -> dict[str, int | float]:
+        """:meth:`episode_statistics` of environment ``b`` as plain Python numbers (the same values), keyed
+        in the order of :data:`core_env.episode.EPISODE_KEYS`."""
+        arrived, completed, failed, rejected, switches, busy, wasted, conflicts, invalid = self._stats[:, b].tolist()
+        t = int(self.t[b])
+        return {"arrived": arrived, "completed": completed, "failed": failed, "rejected": rejected,
+                "completion_rate": completed / arrived if arrived > 0 else 0.0, "active": int(self.n_active[b]),
+                "node_utilization": busy / (self.N * max(t, 1)), "busy_node_steps": busy, "wasted_node_steps": wasted,
+                "switches": switches, "conflicts": conflicts, "invalid_actions": invalid, "t": t}

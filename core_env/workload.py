@@ -141,18 +141,12 @@ def draw_workload(bank: CurveBank, p: float, arrival_steps: int, rng: np.random.
     tight = rng.random(m) < recipe.tight_share
     slack = np.where(tight, rng.uniform(*recipe.tight_slack, size=m), rng.uniform(*recipe.slack, size=m))
     drop = rng.uniform(*recipe.non_learner_target, size=m)
-    target = np.empty(m)
-    bps = np.empty(m)
-    demand = np.empty(m)
-    for i in range(m):
-        c = int(curve[i])
-        length = int(bank.lengths[c])
-        at = min(length - 1, max(1, int(q[i] * length)))
-        target[i] = bank.smoothed(c)[at]
-        if bank.flags[c] & NON_LEARNER:
-            target[i] *= drop[i]
-        bps[i] = max(at / nominal[i], 1e-3)
-        demand[i] = bank.demand(c, target[i], bps[i])
+    length = bank.lengths[curve]
+    at = np.minimum(length - 1, np.maximum(1, (q * length).astype(np.int64)))  # the target's position
+    target = bank.smoothed_at(curve, at)
+    target = np.where(bank.flags[curve] & NON_LEARNER, target * drop, target)
+    bps = np.maximum(at / nominal, 1e-3)
+    demand = bank.demands(curve, target, bps)
     basis = np.where(np.isfinite(demand), demand, nominal)
     deadline = arrival + np.maximum(1, np.ceil(slack * basis)).astype(np.int64)
     return Workload(bank, arrival, deadline, target, bps, curve, demand, arrival_steps)

@@ -38,6 +38,8 @@ class CurveBank:
         lengths: (C,) int64.
         cum: (P + C,) float64 prefix integrals; curve ``i``'s start at ``cum_start[i]`` holds 0.
         cum_start: (C,) int64.
+        slope: (P + C,) float64 the loss on batch ``j`` of curve ``i`` at ``cum_start[i] + j`` (``j <= L_i``;
+            ``j = L_i`` holds the plateau), aligned with ``cum``.
         plateau: (C,) float64 loss past the end of each curve.
         family: (C,) str family label of each curve (e.g. ``"mlp_digits"``).
         flags: (C,) uint8 bitfield (:data:`DIVERGED`, :data:`NON_LEARNER`).
@@ -69,17 +71,19 @@ class CurveBank:
         self.cum_start = self.offsets[:-1] + np.arange(len(arrays), dtype=np.int64)
         self.cum = np.concatenate([np.concatenate([[0.0], np.cumsum(a)]) for a in arrays])
         self.plateau = np.array([a[-plateau_window(a.size):].mean() for a in arrays])
+        self.slope = np.concatenate([np.append(a, p) for a, p in zip(arrays, self.plateau)])
         self.family = np.asarray(list(family), dtype=str)
         self.flags = np.zeros(len(arrays), np.uint8) if flags is None else np.asarray(flags, dtype=np.uint8)
         if self.flags.shape != (len(arrays),):
             raise ValueError(f"CurveBank {name!r}: flags must have one entry per curve")
-        for array in (self.values, self.offsets, self.cum, self.plateau, self.lengths, self.flags):
+        for array in (self.values, self.offsets, self.cum, self.cum_start, self.slope, self.plateau, self.lengths, self.flags):
             array.setflags(write=False)
         digest = hashlib.sha256()
         for part in (self.values, self.offsets, self.flags):
             digest.update(part.tobytes())
         digest.update("\n".join(self.family.tolist()).encode())
         self.fingerprint = digest.hexdigest()
+        self._smoothed: dict[int, np.ndarray] = {}  # lazily filled by smoothed()
 
     def __len__(self) -> int:
         return int(self.lengths.size)
@@ -100,13 +104,19 @@ class CurveBank:
         """
         curve = np.asarray(curve)
         x = np.asarray(x, dtype=np.float64)
-        length = self.lengths[curve]
-        whole = np.minimum(np.floor(x).astype(np.int64), length)
-        inside = whole < length
-        start = self.cum_start[curve]
-        value_at = self.values[self.offsets[curve] + np.minimum(whole, length - 1)]
-        slope = np.where(inside, value_at, self.plateau[curve])
-        return self.cum[start + whole] + (x - whole) * slope
+        whole = np.minimum(np.floor(x).astype(np.int64), self.lengths[curve])
+        at = self.cum_start[curve] + whole
+        return self.cum[at] + (x - whole) * self.slope[at]
+
+    def integral_at(self, start: np.ndarray, length: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """:meth:`integral` for curves given by ``cum_start`` and ``lengths`` (the simulator caches both).
+
+        ``x`` must be a float64 array of positions >= 0 (then truncation is the floor); the result is
+        bit-identical to ``integral(curve, x)``.
+        """
+        whole = np.minimum(x.astype(np.int64), length)
+        at = start + whole
+        return self.cum[at] + (x - whole) * self.slope[at]
 
     def interval_mean(self, curve: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
         """Mean loss over batches ``[x0, x1)`` (the reported, interval-averaged loss); x1 > x0."""
@@ -126,14 +136,56 @@ class CurveBank:
 
     def demand(self, curve: int, target: float, batches_per_step: float, start: float = 0.0) -> float:
         """Nominal node-steps from ``start`` until the reported loss first reaches ``target`` (inf if never)."""
-        losses = self.reported_losses(curve, batches_per_step, start)
-        hits = np.flatnonzero(losses <= target)
-        return float(hits[0] + 1) if hits.size else float("inf")
+        return float(self.demands(np.array([curve]), np.array([target], dtype=np.float64),
+                                  np.array([batches_per_step], dtype=np.float64), np.array([start], dtype=np.float64))[0])
+
+    def demands(self, curve: np.ndarray, target: np.ndarray, batches_per_step: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`demand` of many tasks at once, (M,) float64 (bit-identical to M calls of :meth:`demand`).
+
+        Every task's nominal reports (those of :meth:`reported_losses`, enough steps to pass the end of
+        its curve by one) are laid end to end in one array and scanned together.
+        """
+        curve = np.asarray(curve, dtype=np.int64).ravel()
+        target = np.asarray(target, dtype=np.float64).ravel()
+        bps = np.asarray(batches_per_step, dtype=np.float64).ravel()
+        start = np.zeros(curve.size) if start is None else np.asarray(start, dtype=np.float64).ravel()
+        out = np.full(curve.size, np.inf)
+        if curve.size == 0:
+            return out
+        steps = np.ceil(np.maximum(self.lengths[curve] - start, 0.0) / bps).astype(np.int64) + 1
+        edges_per_task = steps + 1
+        owner = np.repeat(np.arange(curve.size), edges_per_task)
+        first_edge = np.cumsum(edges_per_task) - edges_per_task
+        local = np.arange(owner.size) - first_edge[owner]  # edge index within its task
+        edges = start[owner] + bps[owner] * local.astype(np.float64)
+        integral = self.integral(curve[owner], edges)
+        owner, local = owner[:-1], local[:-1]  # report m of a task lies between its edges m and m + 1
+        losses = (integral[1:] - integral[:-1]) / bps[owner]
+        hits = np.flatnonzero((losses <= target[owner]) & (local < steps[owner]))
+        if hits.size:
+            task = owner[hits]
+            first = np.ones(hits.size, bool)
+            first[1:] = task[1:] != task[:-1]
+            out[task[first]] = local[hits[first]] + 1.0
+        return out
 
     def smoothed(self, curve: int) -> np.ndarray:
-        """Moving average of curve ``curve`` (window max(5, L/100)), used to set targets."""
-        raw = self.curve(curve)
-        window = int(min(raw.size, max(5, raw.size // 100)))
-        padded = np.concatenate([np.full(window - 1, raw[0]), raw])
-        c = np.concatenate([[0.0], np.cumsum(padded)])
-        return (c[window:] - c[:-window]) / window
+        """Moving average of curve ``curve`` (window max(5, L/100)), used to set targets (a copy)."""
+        return self._smoothed_view(int(curve)).copy()
+
+    def smoothed_at(self, curve: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """(M,) float64 ``smoothed(curve[i])[at[i]]`` for every i (smoothed curves are cached)."""
+        return np.array([self._smoothed_view(c)[a] for c, a in zip(np.asarray(curve).tolist(), np.asarray(at).tolist())], dtype=np.float64)
+
+    def _smoothed_view(self, curve: int) -> np.ndarray:
+        """:meth:`smoothed`, computed once per curve and cached (read-only)."""
+        cached = self._smoothed.get(curve)
+        if cached is None:
+            raw = self.curve(curve)
+            window = int(min(raw.size, max(5, raw.size // 100)))
+            padded = np.concatenate([np.full(window - 1, raw[0]), raw])
+            c = np.concatenate([[0.0], np.cumsum(padded)])
+            cached = (c[window:] - c[:-window]) / window
+            cached.setflags(write=False)
+            self._smoothed[curve] = cached
+        return cached

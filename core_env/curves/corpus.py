@@ -5,7 +5,7 @@ Layout under ``core_env/data/corpus/``:
 * ``{family}.npz``: ``values`` float16 (every curve concatenated), ``offsets`` int64 (n + 1),
   ``run_index`` int64, ``flags`` uint8 (1 = diverged, 2 = non-learner), ``split`` uint8 (0 = train,
   1 = eval). Written byte-reproducibly.
-* ``runs.json``: each run's hyperparameters, steps, wall time and flags, per family.
+* ``runs.json.gz``: each run's hyperparameters, steps, wall time and flags, per family.
 * ``manifest.json``: sha256 of every file, the family → task set map, counts per split, and the
   generator's library versions.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gzip
 import hashlib
 import json
 from pathlib import Path
@@ -124,7 +125,7 @@ def pack(src: Path, directory: Path = CORPUS_DIR) -> dict:
         entries, meta = [], []  # (run_index, float16 curve, flags)
         for npz in sorted(fam_dir.glob("shard_*.npz")):
             sidecar = json.loads(npz.with_suffix(".json").read_text())
-            if sidecar.get("sha256") not in (None, _sha256(npz)):
+            if sidecar.get("npz_sha256") != _sha256(npz):
                 raise CorpusError(f"shard {npz} does not match its json checksum")
             with np.load(npz, allow_pickle=False) as archive:
                 v, o = archive["values"].astype(np.float64), archive["offsets"]
@@ -147,9 +148,9 @@ def pack(src: Path, directory: Path = CORPUS_DIR) -> dict:
                             "runs": int(run_index.size), "train": int((split == 0).sum()), "eval": int((split == 1).sum()),
                             "points": int(arrays["values"].size)}
         runs[family] = sorted(meta, key=lambda m: m.get("run_index", 0))
-    runs_path = directory / "runs.json"
-    runs_path.write_text(json.dumps(runs, sort_keys=True, separators=(",", ":")) + "\n")
-    files["runs.json"] = _sha256(runs_path)
+    runs_path = directory / "runs.json.gz"
+    runs_path.write_bytes(gzip.compress(json.dumps(runs, sort_keys=True, separators=(",", ":")).encode(), mtime=0))
+    files[runs_path.name] = _sha256(runs_path)
     manifest = {"format": 1, "eval_every": EVAL_EVERY, "files": files, "families": families, "generator_versions": versions}
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     read_manifest.cache_clear()

@@ -324,6 +324,18 @@ def _work(task: tuple[str, str, int, int, int, int | None]) -> dict[str, Any]:
                 "traceback": traceback.format_exc(), "n_runs": 0, "wall_s": 0.0, "flags": []}
 
 
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _interruptible() -> None:
+    """SIGTERM and SIGINT (even when ignored, as for ``nohup ... &``) stop the job cleanly."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, _raise_interrupt)
+
+
 def _parse_runs(text: str | None) -> dict[str, int]:
     runs: dict[str, int] = {}
     for part in filter(None, (text or "").split(",")):
@@ -392,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     work = [(str(out), f, k, args.runs_per_shard, n, args.steps) for f, k, n in todo]
+    _interruptible()
     t0, done, errors = time.time(), 0, 0
     bar = None
     if not args.no_progress:
@@ -415,17 +428,21 @@ def main(argv: list[str] | None = None) -> int:
         if bar is not None:
             bar.update(1)
 
-    if args.workers <= 1:
-        _worker_init()
-        for task in work:
-            report(_work(task))
-    else:
-        import multiprocessing as mp
+    try:
+        if args.workers <= 1:
+            _worker_init()
+            for task in work:
+                report(_work(task))
+        else:
+            import multiprocessing as mp
 
-        ctx = mp.get_context("spawn")
-        with ctx.Pool(args.workers, initializer=_worker_init) as pool:
-            for res in pool.imap_unordered(_work, work, chunksize=1):
-                report(res)
+            ctx = mp.get_context("spawn")
+            with ctx.Pool(args.workers, initializer=_worker_init) as pool:  # exit terminates the workers
+                for res in pool.imap_unordered(_work, work, chunksize=1):
+                    report(res)
+    except KeyboardInterrupt:
+        print(f"interrupted after {done} shards; rerun the same command to resume", flush=True)
+        return 130
     if bar is not None:
         bar.close()
     print(f"done: {done - errors} shards written, {errors} failed, wall {_fmt(time.time() - t0)}; manifest {out / 'manifest.json'}",

@@ -15,10 +15,10 @@ import numpy as np
 from core_env import features
 from mara_agents.protocols import Agent
 
-# Indices into one slot's features (see core_env.features.slot_table).
-AGE, STEPS_TO_DEADLINE = 1, 2
-#: Node and global features that precede the slot table in an observation (D of zero slots).
-_SLOT_TABLE_START = features.obs_dim(0, 1)
+# Indices into one slot's features (named in core_env.features.SLOT_FEATURES).
+AGE, STEPS_TO_DEADLINE = features.AGE, features.STEPS_TO_DEADLINE
+#: Node and global features that precede the slot table in an observation.
+_SLOT_TABLE_START = features.SLOT_TABLE_START
 
 
 def slot_features(observation: np.ndarray, n_slots: int) -> np.ndarray:

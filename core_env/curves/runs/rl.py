@@ -1,6 +1,7 @@
 """Batched advantage actor-critic (REINFORCE with a learned value baseline + GAE) on gymnasium.
 
-One optimizer step per update of ``N_ENVS x ROLLOUT`` environment steps. The recorded "loss" of an
+Each update collects ``N_ENVS x ROLLOUT`` environment steps with the current policy, then makes one
+pass over them in ``minibatches`` shuffled minibatches (one optimizer step each). The recorded "loss" of an
 update is ``1 - normalised mean return`` of the episodes that finished during it (CartPole-v1:
 ``1 - R/500``; Acrobot-v1: ``-R/500``), carried forward when no episode finished; leading updates
 before the first finished episode take the first observed value (counted in ``n_backfilled``).
@@ -16,9 +17,10 @@ from core_env.curves.runs import common as C
 
 ENVS = {"rl_cartpole": "CartPole-v1", "rl_acrobot": "Acrobot-v1"}
 N_ENVS = 8
+REWARD_SCALE = 0.01  # rewards are scaled for learning only (keeps value targets O(1)); returns are unscaled
 ROLLOUT = 128
 OPT_PROBS = {"adam": 0.6, "adamw": 0.15, "momentum": 0.25}
-GOOD_LR = {"adam": 3e-3, "adamw": 3e-3, "momentum": 0.01}
+GOOD_LR = {"adam": 3e-3, "adamw": 3e-3, "momentum": 0.02}
 
 
 def normalised_loss(family: str, episode_return: float) -> float:
@@ -40,6 +42,7 @@ def sample_hp(rng) -> dict[str, Any]:
     hp["value_coef"] = 0.5
     hp["grad_clip"] = C.choice(rng, {0.5: 0.7, None: 0.3})
     hp["normalize_advantages"] = bool(rng.random() < 0.7)
+    hp["minibatches"] = int(C.choice(rng, {2: 0.3, 4: 0.5, 8: 0.2}))
     hp["n_envs"], hp["rollout"] = N_ENVS, ROLLOUT
     hp["schedule"] = C.choice(rng, {"constant": 0.7, "linear": 0.3})
     return hp
@@ -100,16 +103,25 @@ def numpy_actor(model):
     return actor
 
 
-def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
+def make_envs(family: str):
+    """8 vectorised gymnasium envs with NEXT_STEP autoreset (CartPole: gymnasium's numpy-vectorised version)."""
     import gymnasium as gym
+
+    env_id = ENVS[family]
+    if gym.envs.registry[env_id].vector_entry_point is not None:
+        return gym.make_vec(env_id, num_envs=N_ENVS, vectorization_mode="vector_entry_point")
+    return gym.vector.SyncVectorEnv([lambda: gym.make(env_id, disable_env_checker=True) for _ in range(N_ENVS)],
+                                    autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+
+
+def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
     hp = sample_hp(seeds.hp)
     C.torch_setup(seeds.torch_seed)
     env_id = ENVS[family]
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id, disable_env_checker=True) for _ in range(N_ENVS)],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs = make_envs(family)
     n_obs, n_act = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
     model = build(n_obs, n_act, hp)
     params = list(model.parameters())
@@ -123,62 +135,71 @@ def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
     buf_obs = np.zeros((ROLLOUT + 1, N_ENVS, n_obs), np.float32)
     buf_act = np.zeros((ROLLOUT, N_ENVS), np.int64)
     buf_rew = np.zeros((ROLLOUT, N_ENVS), np.float32)
-    buf_done = np.zeros((ROLLOUT, N_ENVS), np.float32)
+    buf_term = np.zeros((ROLLOUT, N_ENVS), bool)
+    buf_trunc = np.zeros((ROLLOUT, N_ENVS), bool)
+    buf_valid = np.zeros((ROLLOUT, N_ENVS), bool)
+    prev_done = np.zeros(N_ENVS, bool)  # NEXT_STEP autoreset: the step after a done only resets the env
     try:
         for update in range(steps):
             C.set_lr(opt, hp["lr"], C.lr_factor(hp["schedule"], update, steps))
             actor = numpy_actor(model)  # parameters are fixed during a rollout
             finished: list[float] = []
-            truncated: list[tuple[int, int, np.ndarray]] = []
             for t in range(ROLLOUT):
                 probs = actor(obs)
                 if not np.all(np.isfinite(probs)):
                     raise FloatingPointError("non-finite policy")
                 cdf = np.cumsum(probs, 1)
                 action = np.minimum((rng.random(N_ENVS)[:, None] > cdf).sum(1), n_act - 1)
-                next_obs, reward, term, trunc, info = envs.step(action)
-                ep_ret += reward
+                next_obs, reward, term, trunc, _ = envs.step(action)
+                valid = ~prev_done
+                term, trunc = term & valid, trunc & valid
+                ep_ret += np.where(valid, reward, 0.0)
                 done = term | trunc
-                for i in np.flatnonzero(trunc & ~term):  # time-limit: bootstrap from the final observation
-                    truncated.append((t, int(i), np.asarray(info["final_obs"][i], np.float32)))
                 for i in np.flatnonzero(done):
                     finished.append(float(ep_ret[i]))
                     ep_ret[i] = 0.0
-                buf_obs[t], buf_act[t], buf_rew[t], buf_done[t] = obs, action, reward, done
+                buf_obs[t], buf_act[t], buf_rew[t] = obs, action, np.where(valid, reward, 0.0) * REWARD_SCALE
+                buf_term[t], buf_trunc[t], buf_valid[t] = term, trunc, valid
+                prev_done = done
                 obs = next_obs
             buf_obs[ROLLOUT] = obs
-            logits, values = model(torch.from_numpy(buf_obs.reshape(-1, n_obs)))
-            logits = logits[: ROLLOUT * N_ENVS]
-            val = values.detach().numpy().reshape(ROLLOUT + 1, N_ENVS)
-            values = values[: ROLLOUT * N_ENVS]
-            rew = buf_rew.copy()
-            if truncated:
-                with torch.no_grad():
-                    v_fin = model(torch.from_numpy(np.stack([o for _, _, o in truncated])))[1].numpy()
-                for (t, i, _), v in zip(truncated, v_fin):
-                    rew[t, i] += gamma * v
-            adv = np.zeros((ROLLOUT, N_ENVS), np.float32)
-            last = np.zeros(N_ENVS, np.float32)
+            with torch.no_grad():
+                val = model(torch.from_numpy(buf_obs.reshape(-1, n_obs)))[1].numpy()
+            val = val.reshape(ROLLOUT + 1, N_ENVS).astype(np.float64)
+            adv = np.zeros((ROLLOUT, N_ENVS))
+            last = np.zeros(N_ENVS)
             for t in reversed(range(ROLLOUT)):
-                nonterm = 1.0 - buf_done[t]
-                delta = rew[t] + gamma * val[t + 1] * nonterm - val[t]
-                last = delta + gamma * lam * nonterm * last
+                # truncated: obs[t+1] is the final observation (NEXT_STEP), so bootstrapping from it is right
+                delta = buf_rew[t] + gamma * val[t + 1] * (~buf_term[t]) - val[t]
+                cont = ~(buf_term[t] | buf_trunc[t])
+                last = np.where(buf_valid[t], delta + gamma * lam * cont * last, 0.0)
                 adv[t] = last
-            ret = torch.from_numpy((adv + val[:ROLLOUT]).reshape(-1).astype(np.float32))
-            adv_t = torch.from_numpy(adv.reshape(-1))
-            if hp["normalize_advantages"]:
-                adv_t = (adv_t - adv_t.mean()) / (adv_t.std() + 1e-8)
-            logp_all = torch.log_softmax(logits, -1)
-            logp = logp_all.gather(1, torch.from_numpy(buf_act.reshape(-1, 1))).squeeze(1)
-            entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
-            loss = -(logp * adv_t).mean() + hp["value_coef"] * F.mse_loss(values, ret) - hp["entropy_coef"] * entropy
-            if not torch.isfinite(loss):
-                raise FloatingPointError("non-finite actor-critic loss")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if hp["grad_clip"] is not None:
-                torch.nn.utils.clip_grad_norm_(params, hp["grad_clip"])
-            opt.step()
+            valid_idx = np.flatnonzero(buf_valid.reshape(-1))
+            obs_all = torch.from_numpy(buf_obs[:ROLLOUT].reshape(-1, n_obs))
+            act_all = torch.from_numpy(buf_act.reshape(-1))
+            ret_all = torch.from_numpy((adv + val[:ROLLOUT]).reshape(-1).astype(np.float32))
+            adv_all = torch.from_numpy(adv.reshape(-1).astype(np.float32))
+            if hp["normalize_advantages"] and valid_idx.size > 1:
+                a = adv_all[torch.from_numpy(valid_idx)]
+                adv_all = (adv_all - a.mean()) / (a.std() + 1e-8)
+            # one pass over the rollout in hp["minibatches"] shuffled minibatches (one optimizer step each)
+            for chunk in np.array_split(rng.permutation(valid_idx), hp["minibatches"]):
+                if chunk.size == 0:
+                    continue
+                idx = torch.from_numpy(chunk)
+                logits, values = model(obs_all[idx])
+                logp_all = torch.log_softmax(logits, -1)
+                logp = logp_all.gather(1, act_all[idx].unsqueeze(1)).squeeze(1)
+                entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+                loss = (-(logp * adv_all[idx]).mean() + hp["value_coef"] * F.mse_loss(values, ret_all[idx])
+                        - hp["entropy_coef"] * entropy)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError("non-finite actor-critic loss")
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if hp["grad_clip"] is not None:
+                    torch.nn.utils.clip_grad_norm_(params, hp["grad_clip"])
+                opt.step()
             n_episodes += len(finished)
             curve.append(float(np.mean([normalised_loss(family, r) for r in finished])) if finished else None)
     except (FloatingPointError, ValueError, RuntimeError) as exc:
@@ -197,5 +218,5 @@ def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
         losses.append(c)
         prev = c
     return {"losses": losses, "diverged": diverged, "reason": reason, "hp": hp,
-            "eval": {"episodes": n_episodes, "n_backfilled": n_backfilled, "env_id": env_id},
+            "eval": {"episodes": n_episodes, "n_backfilled": n_backfilled, "env_id": ENVS[family], "env_class": type(envs.unwrapped).__name__},
             "n_params": sum(p.numel() for p in params)}

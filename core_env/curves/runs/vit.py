@@ -10,6 +10,7 @@ from core_env.curves.runs import data as D
 OPT_PROBS = {"sgd": 0.15, "momentum": 0.25, "adam": 0.3, "adamw": 0.3}
 GOOD_LR = {"sgd": 0.1, "momentum": 0.02, "adam": 1e-3, "adamw": 1e-3}
 PATCH = 2
+MAX_COST = 6144  # cap on batch_size * depth * d_model
 
 
 def sample_hp(rng) -> dict[str, Any]:
@@ -18,6 +19,8 @@ def sample_hp(rng) -> dict[str, Any]:
     hp["depth"] = int(rng.integers(1, 4))
     hp["heads"] = int(C.choice(rng, [2, 4]))
     hp["batch_size"] = int(C.choice(rng, {16: 0.3, 32: 0.35, 64: 0.25, 128: 0.1}))
+    while hp["batch_size"] > 16 and hp["batch_size"] * hp["depth"] * hp["d_model"] > MAX_COST:
+        hp["batch_size"] //= 2  # keep the per-step cost bounded (CPU budget)
     hp["pool"] = C.choice(rng, ["cls", "mean"])
     hp["schedule"] = C.sample_schedule(rng)
     return hp
