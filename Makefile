@@ -26,7 +26,7 @@ perf: $(STAMP)
 	$(BIN)/python -m benchmarks perf
 
 suites: $(STAMP)
-	$(BIN)/python -m core_env.workload
+	$(BIN)/python -m core_env.suites
 
 clean:
 	rm -rf $(VENV) build *.egg-info

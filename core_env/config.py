@@ -16,12 +16,13 @@ import numpy as np
 
 #: Arrival probabilities per step of the named loads. ``train`` is the training load; the others
 #: scale it. Calibration (EDF well below the independent-feasibility bound) is in docs/env.md.
-LOADS: dict[str, float] = {"train": 0.27, "x1.25": 0.3375, "x1.5": 0.405, "x2": 0.54}
+LOADS: dict[str, float] = {"train": 0.30, "x1.25": 0.375, "x1.5": 0.45, "x2": 0.60}
 
 #: Task sets with pre-generated evaluation suites. ``stress`` is a deterministic constructed scenario.
 TASK_SETS: tuple[str, ...] = ("id", "rl_ood", "vit_ood", "stress")
 
 REWARDS: tuple[str, ...] = ("shaped", "sparse")
+CURVE_SOURCES: tuple[str, ...] = ("corpus", "prior")
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array", "human")
 
 
@@ -44,6 +45,9 @@ class EnvConfig:
         load: a name in :data:`LOADS` or an arrival probability per step in (0, 1].
         task_set: ``"id"``, ``"rl_ood"``, ``"vit_ood"``, ``"stress"`` or a custom
             :class:`core_env.curves.CurveBank`.
+        curve_source: where seeded workloads of a named task set get their curves: ``"corpus"``
+            (real training curves, default) or ``"prior"`` (the parametric prior fitted to the corpus).
+            Evaluation suites always replay corpus curves.
         reward: ``"shaped"`` (potential-based, default) or ``"sparse"``.
         kappa: weight of the log-progress potential in the shaped reward.
         history: H, reported log losses per slot in the observation.
@@ -59,6 +63,7 @@ class EnvConfig:
     arrival_steps: int = 500
     load: Any = "train"
     task_set: Any = "id"
+    curve_source: str = "corpus"
     reward: str = "shaped"
     kappa: float = 0.5
     history: int = 8
@@ -87,6 +92,8 @@ class EnvConfig:
 
             if not isinstance(self.task_set, CurveBank):
                 raise TypeError(f"task_set must be a name or a CurveBank, got {type(self.task_set).__name__}")
+        if self.curve_source not in CURVE_SOURCES:
+            raise ValueError(f"unknown curve_source {self.curve_source!r}; expected one of {list(CURVE_SOURCES)}")
         if self.reward not in REWARDS:
             raise ValueError(f"unknown reward {self.reward!r}; expected one of {list(REWARDS)}")
         if not _is_real(self.kappa) or not np.isfinite(self.kappa) or self.kappa < 0:

@@ -292,7 +292,7 @@ def load_suite(task_set: str, load: str, root: int, episode: int) -> Workload:
         raise ValueError(f"suite {task_set}/{load} has roots 0..{meta['roots'] - 1} and episodes 0..{meta['episodes'] - 1}, got root={root}, episode={episode}")
     bank = bank_for(task_set, "eval")
     if bank.fingerprint != meta["bank"]:
-        raise ValueError(f"suite {task_set}/{load} was generated for a different curve bank; regenerate it with `python -m core_env.workload`")
+        raise ValueError(f"suite {task_set}/{load} was generated for a different curve bank; regenerate it with `python -m core_env.suites`")
     i = root * meta["episodes"] + episode
     lo, hi = arrays["episode_offsets"][i], arrays["episode_offsets"][i + 1]
     fields = {name: arrays[name][lo:hi] for name in _TASK_FIELDS}
@@ -334,10 +334,5 @@ def select_workload(config: EnvConfig, rng: np.random.Generator, options: dict[s
         return load_suite(task_set, load, int(options.get("root", 0)), int(options.get("episode", 0)))
     if config.task_set == "stress":
         return stress_workload(config.n_nodes)
-    bank = config.task_set if isinstance(config.task_set, CurveBank) else bank_for(config.task_set, "train")
+    bank = config.task_set if isinstance(config.task_set, CurveBank) else bank_for(config.task_set, "train", config.curve_source)
     return draw_workload(bank, config.arrival_probability, config.arrival_steps, rng)
-
-
-if __name__ == "__main__":
-    for name, digest in write_suites().items():
-        print(f"{digest}  {name}")

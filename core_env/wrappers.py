@@ -45,7 +45,7 @@ Observations = dict[str, Any]
 Infos = dict[str, dict[str, Any]]
 
 
-class _Wrapper(BaseParallelWrapper):
+class ObservationWrapper(BaseParallelWrapper):
     """Shared plumbing: one hook rewrites every (observations, infos) pair from reset and step.
 
     Subclasses override :meth:`_transform_space` (per-agent observation space, cached here) and
@@ -84,7 +84,7 @@ class _Wrapper(BaseParallelWrapper):
         return observations, infos
 
 
-def _canonical(space: spaces.Space, wrapper: str) -> spaces.Dict:
+def canonical_space(space: spaces.Space, wrapper: str) -> spaces.Dict:
     """The wrapped env's Dict space, or a TypeError saying the wrapper is in the wrong place."""
     if not (isinstance(space, spaces.Dict) and {"observation", "action_mask"} <= set(space.spaces)):
         raise TypeError(f"{wrapper} needs observations {{'observation', 'action_mask'}} from the env it wraps, got {space}; "
@@ -97,7 +97,7 @@ def _with_mask(infos: Infos, observations: Observations) -> Infos:
     return {a: {**info, "action_mask": observations[a]["action_mask"]} for a, info in infos.items()}
 
 
-class FlattenObservation(_Wrapper):
+class FlattenObservation(ObservationWrapper):
     """One flat float32 vector per agent, for libraries that want a single Box per agent.
 
     Serves SuperSuit's ``pettingzoo_env_to_vec_env_v1`` (parameter sharing, e.g. with Stable-Baselines3)
@@ -108,7 +108,7 @@ class FlattenObservation(_Wrapper):
     """
 
     def _transform_space(self, space: spaces.Space) -> spaces.Box:
-        obs, mask = (_canonical(space, type(self).__name__)[key] for key in ("observation", "action_mask"))
+        obs, mask = (canonical_space(space, type(self).__name__)[key] for key in ("observation", "action_mask"))
         low = np.concatenate([obs.low, np.zeros(mask.shape)]).astype(np.float32)
         high = np.concatenate([obs.high, np.ones(mask.shape)]).astype(np.float32)
         return spaces.Box(low, high, dtype=np.float32)
@@ -118,7 +118,7 @@ class FlattenObservation(_Wrapper):
         return flat, _with_mask(infos, observations)
 
 
-class MaskToInfo(_Wrapper):
+class MaskToInfo(ObservationWrapper):
     """Box observations with the int8 action mask in ``infos[agent]["action_mask"]``.
 
     Serves TorchRL's ``PettingZooWrapper`` and BenchMARL: with it TorchRL yields flat
@@ -128,13 +128,13 @@ class MaskToInfo(_Wrapper):
     """
 
     def _transform_space(self, space: spaces.Space) -> spaces.Box:
-        return _canonical(space, type(self).__name__)["observation"]
+        return canonical_space(space, type(self).__name__)["observation"]
 
     def _transform(self, observations: Observations, infos: Infos) -> tuple[Observations, Infos]:
         return {a: o["observation"] for a, o in observations.items()}, _with_mask(infos, observations)
 
 
-class RLlibKeys(_Wrapper):
+class RLlibKeys(ObservationWrapper):
     """Renames the observation key ``"observation"`` to ``"observations"`` and keeps ``"action_mask"``.
 
     Serves RLlib (``ParallelPettingZooEnv``): its action-masking RLModule
@@ -143,7 +143,7 @@ class RLlibKeys(_Wrapper):
     """
 
     def _transform_space(self, space: spaces.Space) -> spaces.Dict:
-        space = _canonical(space, type(self).__name__)
+        space = canonical_space(space, type(self).__name__)
         return spaces.Dict({"observations": space["observation"], "action_mask": space["action_mask"]})
 
     def _transform(self, observations: Observations, infos: Infos) -> tuple[Observations, Infos]:
@@ -154,7 +154,7 @@ def _feature_box(dim: int) -> spaces.Box:
     return spaces.Box(-features.OBS_BOUND, features.OBS_BOUND, (dim,), np.float32)
 
 
-class LongerHistory(_Wrapper):
+class LongerHistory(ObservationWrapper):
     """Observations (and the state) with the last ``history`` reported log losses per slot.
 
     Library-neutral: for predictors and policies that want a longer loss window than the env's H. The
@@ -172,7 +172,7 @@ class LongerHistory(_Wrapper):
         self.state_space = _feature_box(features.state_dim(env.unwrapped.config.n_slots, self.history))
 
     def _transform_space(self, space: spaces.Space) -> spaces.Dict:
-        space = _canonical(space, type(self).__name__)
+        space = canonical_space(space, type(self).__name__)
         observation = _feature_box(features.obs_dim(self.unwrapped.config.n_slots, self.history))
         return spaces.Dict({**space.spaces, "observation": observation})
 
@@ -190,7 +190,7 @@ class LongerHistory(_Wrapper):
         return self.unwrapped.episode.sim
 
 
-class OracleDemand(_Wrapper):
+class OracleDemand(ObservationWrapper):
     """HIDDEN INFORMATION: adds each slot's true remaining demand to ``infos[agent]["remaining_demand"]``.
 
     For upper-bound agents (clairvoyant schedulers, oracle predictors) only: never apply it by default,
@@ -216,7 +216,7 @@ RECORD_FORMAT = "core_env.episode_record/1"
 _WORKLOAD_FIELDS = ("arrival", "deadline", "target", "batches_per_step", "curve", "demand")
 
 
-class EpisodeRecorder(_Wrapper):
+class EpisodeRecorder(ObservationWrapper):
     """Records an episode so that :func:`replay` can reproduce it exactly, on any machine.
 
     Library-neutral (debugging, regression fixtures, sharing a failure). Observations, rewards and infos

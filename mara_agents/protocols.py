@@ -1,15 +1,22 @@
-"""The Agent interface shared by heuristics and learned schedulers, and its PettingZoo adapter.
+"""The Agent and Predictor interfaces, and the Agent → PettingZoo adapter.
 
 An agent decides for B environments at once: observations (B, N, D) float32 and action masks
 (B, N, K+1) int8 in (the layout of :func:`core_env.features.observations`), actions (B, N) int64 out,
 0 = idle and k = the task in slot k - 1. Oracle agents (upper bounds, not schedulers a cluster could
 run) set ``needs_oracle = True`` and also receive the hidden remaining demand.
+
+A predictor maps M tasks' reported-loss histories, targets and remaining budgets to a summary of their
+remaining demand (:class:`DemandSummary`). Units: one reported loss is one node-step of service, so a
+history of length L means L node-steps received, and demand and budgets count *nominal node-steps*
+(speed 1, no switching cost), the unit of :meth:`core_env.sim.Simulator.remaining_demand`. Batches per
+node-step are not observed and predictors never need them.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -87,3 +94,135 @@ class PettingZooPolicy:
             raise ValueError(f"{type(self.agent).__name__} is an oracle agent: pass infos whose entries carry "
                              f"{REMAINING_DEMAND!r} (K,), e.g. from Simulator.remaining_demand()")
         return np.asarray(info[REMAINING_DEMAND], dtype=np.float64)
+
+
+# --------------------------------------------------------------------------------------------------
+# Predictors
+
+#: Default quantile levels of a :class:`DemandSummary` (they include the quartiles the observation
+#: wrapper's spread feature uses).
+QUANTILE_LEVELS = (0.1, 0.25, 0.5, 0.75, 0.9)
+#: Default censoring horizon in nominal node-steps: a crossing predicted further ahead counts as never.
+HORIZON = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class DemandSummary:
+    """Predicted remaining demand of M tasks, in nominal node-steps.
+
+    The remaining demand of a task is the number of further node-steps of service (one reported loss
+    each) until its first report at or below its target: at least 1. A predictor looks ``horizon``
+    node-steps ahead; a crossing beyond that is *censored* and reported as ``inf`` (as is a demand the
+    predictor thinks is never met). ``p_within_budget`` is the probability that the demand is at most
+    the budget; budgets beyond the horizon count as the horizon.
+    """
+
+    levels: np.ndarray  # (Q,) float64 increasing quantile levels in (0, 1)
+    median: np.ndarray  # (M,) float64 node-steps >= 1, inf when censored
+    quantiles: np.ndarray  # (M, Q) float64 node-steps, non-decreasing along Q, inf when censored
+    p_within_budget: np.ndarray  # (M,) float64 in [0, 1], or (M, J) for (M, J) budgets
+
+    def quantile(self, level: float) -> np.ndarray:
+        """(M,) the quantile at ``level``, which must be one of :attr:`levels`."""
+        hit = np.flatnonzero(np.abs(self.levels - level) <= 1e-12)
+        if hit.size == 0:
+            raise ValueError(f"level {level} is not among the summary's quantile levels {self.levels.tolist()}")
+        return self.quantiles[:, hit[0]]
+
+    @classmethod
+    def point_mass(cls, demand: np.ndarray, budgets: np.ndarray, levels: np.ndarray, horizon: int) -> DemandSummary:
+        """The summary of known demands (M,): every quantile is the demand (censored beyond ``horizon``).
+
+        ``budgets`` are checked budgets (:meth:`Predictor.predict` passes them): (M,) or (M, J) int64 in
+        [0, horizon].
+        """
+        demand = np.asarray(demand, dtype=np.float64)
+        demand = np.where(demand > horizon, np.inf, demand)
+        column = demand[:, None] if budgets.ndim == 2 else demand
+        return cls(levels=levels, median=demand.copy(), quantiles=np.repeat(demand[:, None], levels.size, axis=1),
+                   p_within_budget=(column <= budgets).astype(np.float64))
+
+
+class Predictor(abc.ABC):
+    """Batched remaining-demand predictor (numpy in, :class:`DemandSummary` out).
+
+    Subclasses implement :meth:`_predict` on validated inputs. Oracle predictors (upper bounds only)
+    set ``needs_oracle = True`` and receive ``oracle={"remaining_demand": (M,) float}``, the hidden
+    nominal remaining demand of each task (:meth:`core_env.sim.Simulator.remaining_demand`).
+
+    Args:
+        horizon: censoring horizon in nominal node-steps (>= 1).
+        levels: increasing quantile levels in (0, 1) reported in :attr:`DemandSummary.quantiles`.
+    """
+
+    #: Short name used in benchmarks and docs.
+    name: ClassVar[str] = "predictor"
+    #: True only for oracle predictors.
+    needs_oracle: ClassVar[bool] = False
+
+    def __init__(self, horizon: int = HORIZON, levels: Sequence[float] = QUANTILE_LEVELS) -> None:
+        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
+            raise ValueError(f"horizon must be an int >= 1 (node-steps), got {horizon!r}")
+        levels = np.asarray(levels, dtype=np.float64)
+        if levels.ndim != 1 or levels.size == 0 or np.any((levels <= 0) | (levels >= 1)) or np.any(np.diff(levels) <= 0):
+            raise ValueError(f"levels must be a non-empty increasing sequence in (0, 1), got {levels.tolist()}")
+        self.horizon = int(horizon)
+        self.levels = levels
+        self.levels.setflags(write=False)
+
+    def predict(self, histories: Sequence[np.ndarray], targets: np.ndarray, budgets: np.ndarray,
+                oracle: Mapping[str, np.ndarray] | None = None) -> DemandSummary:
+        """Remaining demand of M tasks.
+
+        Args:
+            histories: M 1-D arrays of reported losses (positive, finite), oldest first; entry i is the
+                report of the task's (i + 1)-th node-step of service. May be empty.
+            targets: (M,) target losses (positive, finite).
+            budgets: (M,) node-steps left until each deadline (steps to deadline with one node), or
+                (M, J) to get the probability for J budgets per task at once. Non-negative; fractions
+                are floored; values beyond the horizon (``inf`` too) count as the horizon.
+            oracle: for oracle predictors, ``{"remaining_demand": (M,)}``; ignored otherwise.
+
+        Returns:
+            A :class:`DemandSummary` of the M tasks (``p_within_budget`` has the budgets' shape).
+        """
+        histories, targets, budgets = self._check(histories, targets, budgets)
+        if self.needs_oracle:
+            if oracle is None or REMAINING_DEMAND not in oracle:
+                raise ValueError(f"{type(self).__name__} is an oracle predictor: pass oracle={{{REMAINING_DEMAND!r}: (M,) array}}")
+            demand = np.asarray(oracle[REMAINING_DEMAND], dtype=np.float64)
+            if demand.shape != targets.shape:
+                raise ValueError(f"oracle[{REMAINING_DEMAND!r}] must have shape (M,) = {targets.shape}, got {demand.shape}")
+            oracle = {REMAINING_DEMAND: demand}
+        return self._predict(histories, targets, budgets, oracle)
+
+    @abc.abstractmethod
+    def _predict(self, histories: list[np.ndarray], targets: np.ndarray, budgets: np.ndarray,
+                 oracle: Mapping[str, np.ndarray] | None) -> DemandSummary:
+        """:meth:`predict` on checked inputs: float64 histories, (M,) float64 targets and int64 budgets in
+        [0, horizon] of shape (M,) or (M, J)."""
+
+    def _check(self, histories: Sequence[np.ndarray], targets: np.ndarray, budgets: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+        """Validated inputs, or a ValueError naming the problem."""
+        histories = [np.asarray(h, dtype=np.float64) for h in histories]
+        bad = [i for i, h in enumerate(histories) if h.ndim != 1]
+        if bad:
+            raise ValueError(f"history {bad[0]} must be 1-D, got shape {histories[bad[0]].shape}")
+        losses = np.concatenate(histories) if histories else np.zeros(0)
+        if not np.all(np.isfinite(losses) & (losses > 0)):
+            raise ValueError("reported losses must be positive and finite")
+        return (histories, *self._check_targets_and_budgets(targets, budgets, len(histories)))
+
+    def _check_targets_and_budgets(self, targets: np.ndarray, budgets: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """(M,) float64 targets and int64 budgets in [0, horizon], or a ValueError naming the problem."""
+        targets = np.asarray(targets, dtype=np.float64)
+        if targets.shape != (m,):
+            raise ValueError(f"targets must have shape (M,) = ({m},), got {targets.shape}")
+        if not np.all(np.isfinite(targets) & (targets > 0)):
+            raise ValueError("targets must be positive and finite")
+        budgets = np.asarray(budgets, dtype=np.float64)
+        if budgets.ndim not in (1, 2) or budgets.shape[0] != m:
+            raise ValueError(f"budgets must have shape (M,) or (M, J) with M = {m}, got {budgets.shape}")
+        if np.any(np.isnan(budgets) | (budgets < 0)):
+            raise ValueError("budgets must be non-negative node-step counts")
+        return targets, np.floor(np.minimum(budgets, self.horizon)).astype(np.int64)

@@ -58,8 +58,10 @@ def test_suite_workloads_use_eval_curves_and_differ_between_roots(task_set):
 
 @pytest.mark.parametrize("task_set", SUITE_TASK_SETS)
 def test_train_and_eval_curve_banks_share_no_curve(task_set):
+    # constant curves (e.g. an Acrobot run that never swings up: loss 1.0 at every update) can come out
+    # identical from different runs; the split is by run, so only informative curves must differ
     def hashes(bank):
-        return {hashlib.sha256(bank.curve(i).tobytes()).hexdigest() for i in range(len(bank))}
+        return {hashlib.sha256(bank.curve(i).tobytes()).hexdigest() for i in range(len(bank)) if np.ptp(bank.curve(i)) > 0}
 
     assert not hashes(bank_for(task_set, "train")) & hashes(bank_for(task_set, "eval"))
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from core_env.curves.bank import NON_LEARNER
-from core_env.curves.corpus import CORPUS_DIR, SPLIT_CODES, read_family, read_manifest
+from core_env.curves.corpus import CORPUS_DIR, SPLIT_CODES, _sha256, read_family, read_manifest
 
 FIT_PATH = CORPUS_DIR / "prior_fit.json"
 PARAMS = ("l0", "l_inf", "n_c", "alpha", "delta", "rel_noise")
@@ -102,6 +102,11 @@ def fit_corpus(directory: Path = CORPUS_DIR) -> dict:
 def main() -> None:
     result = fit_corpus()
     FIT_PATH.write_text(json.dumps(result, sort_keys=True, separators=(",", ":")) + "\n")
+    manifest_path = CORPUS_DIR / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["files"][FIT_PATH.name] = _sha256(FIT_PATH)
+    manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    read_manifest.cache_clear()
     print(f"{'family':>18} {'runs':>5} {'fitted':>6} {'median R2':>9} {'p10 R2':>7} {'med |log err|':>13} {'non-learners':>12}")
     for family, info in result["families"].items():
         fit = info["fit"]

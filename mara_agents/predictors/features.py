@@ -1,0 +1,234 @@
+"""Predictor outputs as observation features: PettingZoo, Gymnasium and the batched simulator.
+
+Each view appends K × 3 floats to the env's observation, slot by slot (slot 0's three first), named by
+:data:`PREDICTOR_FEATURE_NAMES`:
+
+* ``predicted_demand``: min(median remaining demand, cap) / TIME_SCALE (a censored median reads as
+  the cap);
+* ``demand_spread``: (min(q75, cap) − min(q25, cap)) / TIME_SCALE, the interquartile range of the
+  capped demand (0 for point-mass predictors);
+* ``p_within_budget``: the probability that the demand fits the task's steps to deadline.
+
+Demands are in nominal node-steps (see :mod:`mara_agents.protocols`), scaled like the env's other step
+counts (TIME_SCALE = 100); ``cap`` defaults to the predictor's horizon. An empty slot's features are 0;
+every feature is finite and lies in the extended observation space. The state (``state()`` and
+``state_space``) gets the same K × 3 features.
+
+Caching: :class:`SlotPredictions` remembers, per slot, the task and history length it last predicted and
+recomputes only the tasks whose history changed (newly admitted or served since); it predicts
+``p_within_budget`` for every budget the task can still have (its budget only shrinks while its history
+stands still), so a cached task costs a lookup per step. Its counters say how many tasks were predicted.
+
+Example::
+
+    env = PredictorFeatures(discrete_core_v0.parallel_env(), WLS())
+    observations, infos = env.reset(seed=0)  # each observation: (D + 3K,) float32
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+from core_env import features
+from core_env.sim import Simulator
+from core_env.wrappers import canonical_space, ObservationWrapper
+from mara_agents.protocols import REMAINING_DEMAND, DemandSummary, Predictor
+
+__all__ = ["DEMAND_SPREAD", "PREDICTED_DEMAND", "PREDICTOR_FEATURE_NAMES", "P_WITHIN_BUDGET", "GymPredictorFeatures", "PredictorFeatures",
+           "SlotPredictions", "predictor_observations", "summary_features"]
+
+#: The per-slot predictor features, in order.
+PREDICTOR_FEATURE_NAMES = ("predicted_demand", "demand_spread", "p_within_budget")
+#: Their positions within a slot's three features.
+PREDICTED_DEMAND, DEMAND_SPREAD, P_WITHIN_BUDGET = range(len(PREDICTOR_FEATURE_NAMES))
+
+
+def summary_features(summary: DemandSummary, cap: float) -> np.ndarray:
+    """(M, 3) float64 the features of a summary with (M,) budgets (see the module docstring)."""
+    if summary.p_within_budget.ndim != 1:
+        raise ValueError(f"summary_features needs one budget per task, got p_within_budget of shape {summary.p_within_budget.shape}")
+    return np.column_stack([_demand_features(summary, cap), summary.p_within_budget])
+
+
+def _demand_features(summary: DemandSummary, cap: float) -> np.ndarray:
+    """(M, 2) float64 the predicted-demand and spread features (they do not depend on the budget)."""
+    def capped(demand: np.ndarray) -> np.ndarray:
+        return np.minimum(demand, cap) / features.TIME_SCALE
+
+    return np.column_stack([capped(summary.median), capped(summary.quantile(0.75)) - capped(summary.quantile(0.25))])
+
+
+class SlotPredictions:
+    """Per-slot predictor features of a :class:`Simulator` (B environments), with a per-task cache.
+
+    Call it with the simulator after each reset and step: ``predictions(sim)`` is (B, K, 3) float64.
+
+    Args:
+        predictor: any :class:`Predictor`; oracle predictors get ``sim.remaining_demand()``.
+        cap: node-steps at which demand features saturate (default: the predictor's horizon).
+
+    Attributes:
+        recomputed: tasks predicted since construction (a task counts once per prediction).
+        last_recomputed: tasks predicted by the last call.
+    """
+
+    def __init__(self, predictor: Predictor, cap: float | None = None) -> None:
+        if not isinstance(predictor, Predictor):
+            raise TypeError(f"SlotPredictions needs a Predictor, got {type(predictor).__name__}")
+        cap = float(predictor.horizon if cap is None else cap)
+        if not (np.isfinite(cap) and cap > 0):
+            raise ValueError(f"cap must be a positive number of node-steps, got {cap!r}")
+        self.predictor, self.cap = predictor, cap
+        self.recomputed = self.last_recomputed = 0
+        self._workloads: list | None = None
+
+    @property
+    def high(self) -> np.ndarray:
+        """(3,) float32 upper bounds of the three features (lower bounds are 0)."""
+        demand = self.cap / features.TIME_SCALE
+        return np.array([demand, demand, 1.0], np.float32)
+
+    def reset(self) -> None:
+        """Forget every cached prediction (done automatically when the simulator starts new episodes)."""
+        self._workloads = None
+
+    def __call__(self, sim: Simulator) -> np.ndarray:
+        if self._workloads is not sim.workloads or self._task.shape != (sim.B, sim.K):  # new episodes: a new workload list
+            self._start(sim)
+        active = sim.active
+        budget = np.clip(sim.deadline - sim.t[:, None], 0, self.predictor.horizon)
+        changed = active & ((sim.task != self._task) | (sim.steps != self._length))
+        self.last_recomputed = int(np.count_nonzero(changed))
+        if self.last_recomputed:
+            self._predict(sim, changed, budget)
+        out = np.zeros((sim.B, sim.K, len(PREDICTOR_FEATURE_NAMES)))
+        out[..., :P_WITHIN_BUDGET] = self._demand
+        out[..., P_WITHIN_BUDGET] = np.take_along_axis(self._p, budget[..., None], axis=2)[..., 0]
+        out *= active[..., None]
+        return out
+
+    def observed(self, sim: Simulator) -> np.ndarray:
+        """(B, 3K) float32 the features as observed: clipped into the observation space's bounds."""
+        # float32 rounding is monotonic, so values clipped in float64 stay within the float32 bounds.
+        return np.clip(self(sim), 0.0, self.high.astype(np.float64)).astype(np.float32).reshape(sim.B, -1)
+
+    def _start(self, sim: Simulator) -> None:
+        self._workloads = sim.workloads
+        self._task = np.full((sim.B, sim.K), -1, np.int64)
+        self._length = np.zeros((sim.B, sim.K), np.int64)
+        self._demand = np.zeros((sim.B, sim.K, 2))  # predicted demand and spread features
+        self._p = np.zeros((sim.B, sim.K, self.predictor.horizon + 1))  # p_within_budget for budget 0 … horizon
+
+    def _predict(self, sim: Simulator, changed: np.ndarray, budget: np.ndarray) -> None:
+        """Predict the tasks at ``changed`` (B, K) for every budget up to their current one."""
+        b, k = np.nonzero(changed)
+        steps = sim.steps[b, k]
+        histories = [sim.history[e, s, :n] for e, s, n in zip(b.tolist(), k.tolist(), steps.tolist())]
+        width = int(budget[b, k].max()) + 1
+        budgets = np.broadcast_to(np.arange(width), (b.size, width))
+        oracle = {REMAINING_DEMAND: sim.remaining_demand()[b, k]} if self.predictor.needs_oracle else None
+        summary = self.predictor.predict(histories, sim.target[b, k], budgets, oracle)
+        self._demand[b, k] = _demand_features(summary, self.cap)
+        self._p[b, k, :width] = summary.p_within_budget
+        self._task[b, k], self._length[b, k] = sim.task[b, k], steps
+        self.recomputed += b.size
+
+
+def predictor_observations(sim: Simulator, predictions: SlotPredictions, history: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Batched observations with predictor features: (B, N, D + 3K) float32 and (B, N, K+1) int8 masks.
+
+    The observation of :func:`core_env.features.observations` (with ``history``, default the config's H)
+    followed by the K × 3 predictor features of :class:`SlotPredictions`, the same for every node.
+    """
+    observation, mask = features.observations(sim, sim.config.history if history is None else history)
+    extra = predictions.observed(sim)[:, None, :]
+    return np.concatenate([observation, np.broadcast_to(extra, (sim.B, sim.N, extra.shape[2]))], axis=2), mask
+
+
+def _extended_box(box: spaces.Box, high: np.ndarray, n_slots: int) -> spaces.Box:
+    """``box`` with K × 3 predictor features appended along its last axis."""
+    extra_high = np.broadcast_to(np.tile(high, n_slots), box.shape[:-1] + (3 * n_slots,))
+    low = np.concatenate([box.low, np.zeros_like(extra_high)], axis=-1)
+    return spaces.Box(low, np.concatenate([box.high, extra_high], axis=-1), dtype=np.float32)
+
+
+class PredictorFeatures(ObservationWrapper):
+    """PettingZoo wrapper: each node's ``observation`` gets the K × 3 predictor features appended.
+
+    Wrap an env whose observations are still ``{"observation", "action_mask"}`` (observation-reshaping
+    wrappers such as ``MaskToInfo`` go outside). ``state()`` and ``state_space`` are extended too.
+
+    Args:
+        env: a core_env PettingZoo ParallelEnv (possibly wrapped).
+        predictor: any :class:`Predictor` (an oracle one gives upper-bound features only).
+        cap: node-steps at which demand features saturate (default: the predictor's horizon).
+    """
+
+    def __init__(self, env: ParallelEnv, predictor: Predictor, cap: float | None = None) -> None:
+        super().__init__(env)
+        self.predictions = SlotPredictions(predictor, cap)
+        self._n_slots = env.unwrapped.config.n_slots
+        self.state_space = _extended_box(env.state_space, self.predictions.high, self._n_slots)
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
+        self.predictions.reset()
+        return super().reset(seed=seed, options=options)
+
+    def _transform_space(self, space: spaces.Space) -> spaces.Dict:
+        space = canonical_space(space, type(self).__name__)
+        return spaces.Dict({**space.spaces, "observation": _extended_box(space["observation"], self.predictions.high, self._n_slots)})
+
+    def _transform(self, observations, infos):
+        extra = self._features()
+        return {a: {**o, "observation": np.concatenate([o["observation"], extra])} for a, o in observations.items()}, infos
+
+    def state(self) -> np.ndarray:
+        return np.concatenate([self.env.state(), self._features()])
+
+    def _features(self) -> np.ndarray:
+        """(3K,) float32 the current predictor features."""
+        return self.predictions.observed(self.unwrapped.episode.sim)[0]
+
+
+class GymPredictorFeatures(gym.ObservationWrapper):
+    """Gymnasium wrapper (centralized view): the (N, D) ``observation`` becomes (N, D + 3K).
+
+    Every node's row gets the same K × 3 predictor features. ``action_masks()`` and ``state()``
+    (extended like the observation) reach the unwrapped env.
+
+    Args:
+        env: a core_env Gymnasium env (``gym.make("core_env/DiscreteCoRE-v0")``), possibly wrapped.
+        predictor, cap: as for :class:`PredictorFeatures`.
+    """
+
+    def __init__(self, env: gym.Env, predictor: Predictor, cap: float | None = None) -> None:
+        super().__init__(env)
+        self.predictions = SlotPredictions(predictor, cap)
+        space = env.observation_space
+        if not (isinstance(space, spaces.Dict) and "observation" in space.spaces):
+            raise TypeError(f"GymPredictorFeatures needs Dict observations with an 'observation' entry, got {space}")
+        n_slots = env.unwrapped.config.n_slots
+        self.observation_space = spaces.Dict({**space.spaces, "observation": _extended_box(space["observation"], self.predictions.high, n_slots)})
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self.predictions.reset()
+        return super().reset(seed=seed, options=options)
+
+    def observation(self, observation: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        extra = self._features()
+        rows = observation["observation"]
+        return {**observation, "observation": np.concatenate([rows, np.broadcast_to(extra, (rows.shape[0], extra.size))], axis=1)}
+
+    def action_masks(self) -> np.ndarray:
+        return self.unwrapped.action_masks()
+
+    def state(self) -> np.ndarray:
+        return np.concatenate([self.unwrapped.state(), self._features()])
+
+    def _features(self) -> np.ndarray:
+        return self.predictions.observed(self.unwrapped.episode.sim)[0]
