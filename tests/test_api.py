@@ -141,3 +141,13 @@ def test_gym_returned_arrays_never_share_memory():
     for obs, info in [env.reset(seed=0), env.step(np.array([1, 0]))[::4]]:
         arrays = [obs["observation"], obs["action_mask"], info["conflict"], info["invalid_action"]]
         assert not any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:])
+
+
+def test_module_docstring_is_the_documentation_page():
+    """PettingZoo convention: the env module's docstring is its documentation page (docs/env.md)."""
+    from pathlib import Path
+
+    from core_env import discrete_core_v0
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "env.md").read_text()
+    assert discrete_core_v0.__doc__.strip() == page.strip()
