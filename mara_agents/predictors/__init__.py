@@ -1,7 +1,8 @@
-"""Remaining-demand predictors behind :class:`mara_agents.protocols.Predictor` (numpy only).
+"""Remaining-demand predictors behind :class:`mara_agents.protocols.Predictor`.
 
-``PREDICTORS`` maps each name used in benchmarks and docs to its class (construct with no arguments
-for the defaults). :mod:`mara_agents.predictors.features` turns any predictor into per-slot
+``PREDICTORS`` maps each name used in benchmarks and docs to a factory (call with no arguments for the
+defaults). Everything here is numpy only except ``"fm"`` (the MARA flow-matching predictor, torch),
+which is imported only when its factory is called and loads the shipped checkpoint. :mod:`mara_agents.predictors.features` turns any predictor into per-slot
 observation features (PettingZoo, Gymnasium and the batched simulator). See docs/agents.md.
 """
 
@@ -14,7 +15,16 @@ from mara_agents.predictors.oracle import OraclePredictor
 from mara_agents.predictors.wls import WLS, WLSFit, WLSState
 from mara_agents.protocols import HORIZON, QUANTILE_LEVELS, DemandSummary, Predictor
 
-PREDICTORS = {"wls": WLS, "dkf": DKF, "last_slope": LastSlope, "oracle": OraclePredictor}
+
+
+def flow_matching(**overrides):
+    """The shipped MARA flow-matching predictor (imports torch; see flow_matching.FlowMatchingPredictor.load)."""
+    from mara_agents.predictors.flow_matching import FlowMatchingPredictor
+
+    return FlowMatchingPredictor.load(**overrides)
+
+
+PREDICTORS = {"wls": WLS, "dkf": DKF, "last_slope": LastSlope, "oracle": OraclePredictor, "fm": flow_matching}
 
 __all__ = ["DKF", "DKFFit", "DKFState", "DemandSummary", "ForecastPredictor", "HORIZON", "LastSlope", "OraclePredictor",
            "PREDICTORS", "Predictor", "QUANTILE_LEVELS", "WLS", "WLSFit", "WLSState"]

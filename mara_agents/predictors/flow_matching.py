@@ -1,0 +1,576 @@
+"""MARA's demand predictor: conditional flow matching (CFM) over a task's future loss trajectory.
+
+From a task's reported-loss history (one interval-averaged loss per node-step it received), the model
+samples S plausible futures and decodes each into the node-steps still needed to reach a target.
+
+**Target (threshold-independent).** A future is ``NUM_BINS = 32`` bins covering the next
+``HORIZON = 120`` node-steps (:data:`BIN_WIDTHS`: 8 bins of 1 step, 8 of 2, 8 of 4, 8 of 8; fine where
+deadlines are decided, coarse far out). Bin j holds the mean of the reported log losses of its steps
+minus the current (last reported) log loss, so one sampled future serves every target.
+
+**Model.** A GRU over the last ``history_steps`` reports (per step: log loss relative to the current
+one, its change from the previous report, a present flag) and summary features of the whole history
+(:func:`history_features`: report count, current log loss, drop since the first report, mean relative
+log loss over the last 2..64 reports, noise level, lowest relative log loss) give a context c.
+Relative log losses enter as asinh(x / resolution) (resolution 0.05): linear where a scheduler needs
+precision (a few percent of loss), logarithmic for the e^10 drops some curves make. A small MLP
+v(z_u, u, c) is trained on the linear path z_u = (1 - u) z0 + u z1 (z0 ~ N(0, I); z1 the future,
+squashed the same way and standardized per bin) with loss ``||v - (z1 - z0)||^2`` (rectified flow;
+torchcfm's ``ConditionalFlowMatcher(sigma=0)``). c and u enter both hidden layers as biases, computed
+once per history and once per ODE step, so a sample costs three small matmuls per velocity evaluation.
+
+**Sampling.** Fixed steps of Euler (one velocity evaluation per step) or midpoint (two) from u = 0 to
+1, from S noise vectors drawn once from the predictor's seed and shared by every history: a prediction
+is a pure function of its history (deterministic, independent of the batch and of call order), which
+lets observation wrappers cache it. The shipped setting (S = 32, midpoint x 2 steps: four velocity
+evaluations) is in the checkpoint manifest; :func:`inference_seconds` times any setting.
+
+**Decoding** (:func:`decode_crossings`). A future is read as the polyline through (0, 0) (now, at the
+current loss) and (x_j, y_j), x_j the centre of bin j in node-steps (bin j covering steps a+1..b has
+x_j = (a + 1 + b) / 2, so a 1-step bin sits exactly on its step). With the threshold
+tau = log(target) - log(current loss), the first bin with y_j <= tau crosses; the crossing point is
+interpolated linearly on the segment before it and rounded up to whole node-steps (at least 1: the
+next report is the first that can reach the target). This is exact for the 1-step bins and for
+futures that are straight lines; elsewhere it interpolates. A future that does not cross within the
+horizon is censored (remaining = inf).
+
+**Summary** (:func:`summarize_samples`). Median and quantiles of the S decoded samples by (weighted)
+nearest rank (the smallest sample whose cumulative weight reaches the level; inf when that sample is
+censored) and p_within_budget = the weight of the samples that cross within the budget. The futures
+are drawn without knowing the target, but core_env sets a target on the task's own curve, so it is
+reachable with a high prior probability whatever the history says. With ``reachable = r`` the
+samples are conditioned on that knowledge (:func:`reachability_weights`): crossing samples share
+weight r and censored ones 1 - r. ``reachable=None`` summarizes the futures as drawn (for targets
+chosen independently of the curve). A task with no report yet has no current loss to predict from: it
+is censored (median and quantiles inf, p_within_budget 0).
+
+**Checkpoint.** ``NAME.pt`` (torch state_dict, weights only) beside ``NAME.json`` (format, config, sha256 of
+the weights file, data split, seed, training wall time, validation metrics). :func:`load_model` checks
+the format, the config and the sha256 before loading and raises ValueError naming the problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from core_env.curves import LOSS_FLOOR
+from mara_agents.protocols import QUANTILE_LEVELS, DemandSummary, Predictor
+
+#: Node-steps covered by each of the 32 future bins (sum = HORIZON).
+BIN_WIDTHS: tuple[int, ...] = (1,) * 8 + (2,) * 8 + (4,) * 8 + (8,) * 8
+NUM_BINS = len(BIN_WIDTHS)
+HORIZON = int(sum(BIN_WIDTHS))
+#: Most recent reports summarised per history (the GRU sees the last ``history_steps`` of them).
+TAIL = 64
+#: Windows (most recent reports) of the mean relative log loss summary features.
+SCALES: tuple[int, ...] = (2, 4, 8, 16, 32, 64)
+STEP_FEATURES = 3
+SUMMARY_FEATURES = 5 + len(SCALES)
+#: Relative log losses are clipped to ±REL_CLIP (a factor of e^10 either way).
+REL_CLIP = 10.0
+TIME_FEATURES = 16
+#: ODE solvers for sampling (see :meth:`FlowModel.sample`).
+SOLVERS = ("euler", "midpoint")
+#: A bin within this relative distance of the threshold counts as crossed (float64 rounding of the log
+#: differences: a report exactly at its target must cross).
+CROSSING_TOLERANCE = 1e-9
+FORMAT = "mara_agents.flow_matching/1"
+CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
+DEFAULT_CHECKPOINT = CHECKPOINT_DIR / "flow_matching.pt"
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowConfig:
+    """Architecture of a :class:`FlowModel` (stored in the checkpoint manifest)."""
+
+    history_steps: int = 16
+    gru_hidden: int = 32
+    context: int = 64
+    velocity_hidden: int = 48
+    #: Relative log losses enter and leave the model as asinh(x / resolution): linear (fine) below
+    #: about ``resolution``, logarithmic (compressed) far beyond it.
+    resolution: float = 0.05
+    bin_widths: tuple[int, ...] = BIN_WIDTHS
+
+    def __post_init__(self) -> None:
+        for name in ("history_steps", "gru_hidden", "context", "velocity_hidden"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"FlowConfig.{name} must be an int >= 1, got {value!r}")
+        if isinstance(self.resolution, bool) or not isinstance(self.resolution, (int, float)) or not 0 < self.resolution < math.inf:
+            raise ValueError(f"FlowConfig.resolution must be a positive number, got {self.resolution!r}")
+        if self.history_steps > TAIL:
+            raise ValueError(f"FlowConfig.history_steps must be <= {TAIL}, got {self.history_steps}")
+        widths = tuple(self.bin_widths)
+        if not widths or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
+            raise ValueError(f"FlowConfig.bin_widths must be positive ints, got {self.bin_widths!r}")
+        object.__setattr__(self, "bin_widths", widths)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "bin_widths": list(self.bin_widths)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> FlowConfig:
+        """Rebuild a config, raising ValueError on missing or unknown keys and bad values."""
+        if not isinstance(data, dict):
+            raise ValueError(f"flow-matching config must be a JSON object, got {type(data).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        if set(data) != names:
+            raise ValueError(f"flow-matching config keys {sorted(data)} do not match the expected {sorted(names)}")
+        values = dict(data)
+        if not isinstance(values["bin_widths"], list):
+            raise ValueError(f"flow-matching config bin_widths must be a list, got {values['bin_widths']!r}")
+        values["bin_widths"] = tuple(values["bin_widths"])
+        return cls(**values)
+
+    @property
+    def bin_centers(self) -> np.ndarray:
+        return bin_centers(self.bin_widths)
+
+
+def bin_centers(bin_widths: Sequence[int]) -> np.ndarray:
+    """(B,) centre of each bin in node-steps from now: (a + 1 + b) / 2 for a bin covering steps a+1..b."""
+    widths = np.asarray(bin_widths, dtype=np.float64)
+    return np.cumsum(widths) - (widths - 1.0) / 2.0
+
+
+# --------------------------------------------------------------------------------------------------
+# Histories -> features
+
+
+def pack_histories(histories: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Reported-loss histories (variable length, oldest first) -> the arrays :func:`history_features` reads.
+
+    Returns:
+        tail: (M, TAIL) float64 log losses of the last TAIL reports, right-aligned (most recent in the
+            last column), 0 where a history is shorter.
+        length: (M,) int64 reports per history.
+        first: (M,) float64 log of each history's first report (0 when empty).
+    """
+    m = len(histories)
+    length = np.fromiter((len(h) for h in histories), dtype=np.int64, count=m)
+    tail = np.zeros((m, TAIL))
+    first = np.zeros(m)
+    if m == 0 or not length.any():
+        return tail, length, first
+    tails = [np.asarray(h, dtype=np.float64)[-TAIL:] for h in histories]
+    flat = np.concatenate(tails)
+    if not np.all(np.isfinite(flat)):
+        raise ValueError("reported-loss histories must be finite")
+    count = np.minimum(length, TAIL)
+    row = np.repeat(np.arange(m), count)
+    col = TAIL - np.repeat(count, count) + (np.arange(flat.size) - np.repeat(np.cumsum(count) - count, count))
+    tail[row, col] = np.log(np.maximum(flat, LOSS_FLOOR))
+    nonempty = length > 0
+    first[nonempty] = np.log(np.maximum([histories[i][0] for i in np.flatnonzero(nonempty)], LOSS_FLOOR))
+    return tail, length, first
+
+
+def history_features(tail: np.ndarray, length: np.ndarray, first: np.ndarray,
+                     config: FlowConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Encoder inputs from packed log-loss histories (see :func:`pack_histories`).
+
+    Every relative log-loss quantity x enters as asinh(x / config.resolution).
+
+    Returns:
+        steps: (M, history_steps, STEP_FEATURES) float32 per report, left-padded with zeros: log loss
+            relative to the current one, change from the previous report, present flag.
+        summary: (M, SUMMARY_FEATURES) float32: log1p(reports) / 4, current log loss / 4, drop since the
+            first report, mean relative log loss over the last k reports for k in SCALES, rms of the
+            last 16 changes, lowest relative log loss in the tail.
+        current: (M,) float64 current (last reported) log loss (0 for an empty history).
+    """
+    count = np.minimum(length, TAIL)
+    valid = np.arange(TAIL)[None, :] >= (TAIL - count)[:, None]
+    current = tail[:, -1]
+    rel = np.where(valid, np.clip(tail - current[:, None], -REL_CLIP, REL_CLIP), 0.0)
+    change = np.zeros_like(rel)
+    change[:, 1:] = np.where(valid[:, :-1], rel[:, 1:] - rel[:, :-1], 0.0)
+    squash = lambda x: np.arcsinh(x / config.resolution)  # noqa: E731
+    recent_steps = slice(TAIL - config.history_steps, TAIL)
+    steps = np.stack([squash(rel[:, recent_steps]), squash(change[:, recent_steps]), valid[:, recent_steps]], axis=-1)
+    denominator = np.maximum(count, 1).astype(np.float64)
+    means = [rel[:, -k:].sum(axis=1) / np.minimum(denominator, k) for k in SCALES]
+    recent = change[:, -16:]
+    n_changes = np.clip(count - 1, 1, 16)
+    noise = np.sqrt((recent**2).sum(axis=1) / n_changes)
+    relative = np.stack([np.clip(first - current, -REL_CLIP, REL_CLIP), *means, noise, rel.min(axis=1)], axis=1)
+    summary = np.concatenate([np.log1p(length)[:, None] / 4.0, np.clip(current, -4 * REL_CLIP, 4 * REL_CLIP)[:, None] / 4.0,
+                              squash(relative)], axis=1)
+    return steps.astype(np.float32), summary.astype(np.float32), current
+
+
+# --------------------------------------------------------------------------------------------------
+# The model
+
+
+def _time_features(u: torch.Tensor) -> torch.Tensor:
+    """(R,) flow times in [0, 1] -> (R, TIME_FEATURES) sinusoidal features."""
+    freqs = math.pi * 2.0 ** torch.arange(TIME_FEATURES // 2, dtype=torch.float32)
+    angle = u[:, None] * freqs
+    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
+
+
+class FlowModel(nn.Module):
+    """Context encoder (GRU + summary MLP) and velocity network v(z_u, u, c) of the CFM predictor.
+
+    Buffers hold the standardization of summary features and of future bins (set by training from
+    the fit data), so a checkpoint is self-contained.
+    """
+
+    def __init__(self, config: FlowConfig, seed: int = 0) -> None:
+        super().__init__()
+        self.config = config
+        bins, hidden = len(config.bin_widths), config.velocity_hidden
+        with torch.random.fork_rng(devices=[]):  # torch's own initialization draws from the global generator
+            self.gru = nn.GRU(STEP_FEATURES, config.gru_hidden, batch_first=True)
+            self.encoder = nn.Sequential(nn.Linear(config.gru_hidden + SUMMARY_FEATURES, config.context), nn.SiLU(),
+                                         nn.Linear(config.context, config.context), nn.SiLU())
+            self.context_bias = nn.Linear(config.context, 2 * hidden)  # c -> biases of both hidden layers
+            self.time_bias = nn.Linear(TIME_FEATURES, 2 * hidden, bias=False)
+            self.z_in = nn.Linear(bins, hidden, bias=False)
+            self.hidden = nn.Linear(hidden, hidden, bias=False)
+            self.out = nn.Linear(hidden, bins)
+        self.register_buffer("summary_mean", torch.zeros(SUMMARY_FEATURES))
+        self.register_buffer("summary_std", torch.ones(SUMMARY_FEATURES))
+        self.register_buffer("future_mean", torch.zeros(bins))
+        self.register_buffer("future_std", torch.ones(bins))
+        self._initialize(torch.Generator().manual_seed(seed))  # the weights come from ``seed`` alone
+
+    @torch.no_grad()
+    def _initialize(self, generator: torch.Generator) -> None:
+        """PyTorch's default uniform(±1/sqrt(fan_in)) initialization, drawn from ``generator``."""
+        for name, parameter in self.named_parameters():
+            fan_in = self.config.gru_hidden if name.startswith("gru.") else None
+            if fan_in is None:
+                module = self.get_submodule(name.rsplit(".", 1)[0])
+                fan_in = module.in_features
+            bound = 1.0 / math.sqrt(fan_in)
+            parameter.uniform_(-bound, bound, generator=generator)
+
+    def encode(self, steps: torch.Tensor, summary: torch.Tensor) -> torch.Tensor:
+        """(M, history_steps, STEP_FEATURES), (M, SUMMARY_FEATURES) -> (M, 2 * velocity_hidden) per-history biases."""
+        _, last = self.gru(steps)
+        normalized = (summary - self.summary_mean) / self.summary_std
+        context = self.encoder(torch.cat([last[0], normalized], dim=1))
+        return self.context_bias(context)
+
+    def velocity(self, z: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """v at standardized futures ``z`` (..., NUM_BINS); ``bias`` (context + time) broadcasts to (..., 2 * hidden)."""
+        first, second = bias.chunk(2, dim=-1)
+        silu = torch.nn.functional.silu
+        if torch.is_grad_enabled():
+            h = silu(self.hidden(silu(self.z_in(z) + first)) + second)
+        else:  # sampling: the same values computed in place (about 40% faster; autograd would need the copies)
+            h = silu(self.hidden(silu(self.z_in(z).add_(first), inplace=True)).add_(second), inplace=True)
+        return self.out(h)
+
+    def loss(self, steps: torch.Tensor, summary: torch.Tensor, future: torch.Tensor, generator: torch.Generator,
+             draws: int = 1) -> torch.Tensor:
+        """CFM loss ||v(z_u, u, c) - (z1 - z0)||^2 with ``draws`` (u, z0) pairs per history.
+
+        Args:
+            future: (M, NUM_BINS) relative log-loss bins (unstandardized).
+        """
+        bias = self.encode(steps, summary).repeat_interleave(draws, dim=0)
+        z1 = self.to_latent(future).repeat_interleave(draws, dim=0)
+        z0 = torch.randn(z1.shape, generator=generator)
+        u = torch.rand(z1.shape[0], generator=generator)
+        zu = (1.0 - u[:, None]) * z0 + u[:, None] * z1
+        v = self.velocity(zu, bias + self.time_bias(_time_features(u)))
+        return ((v - (z1 - z0)) ** 2).mean()
+
+    def sample(self, steps: torch.Tensor, summary: torch.Tensor, noise: torch.Tensor, ode_steps: int,
+               solver: str = "euler") -> torch.Tensor:
+        """Futures (M, S, NUM_BINS) (relative log-loss bins) from noise (S, NUM_BINS).
+
+        Integrates dz/du = v(z, u, c) from u = 0 to 1 in ``ode_steps`` equal steps by ``solver``: "euler"
+        (one velocity evaluation per step) or "midpoint" (two: Euler to the half step, then the full
+        step with the velocity there).
+        """
+        if solver not in SOLVERS:
+            raise ValueError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)}")
+        bias = self.encode(steps, summary)[:, None, :]
+        dt = 1.0 / ode_steps
+        start = torch.arange(ode_steps, dtype=torch.float32) * dt
+        time_bias = self.time_bias(_time_features(torch.cat([start, start + 0.5 * dt])))
+        z = noise[None].expand(bias.shape[0], -1, -1)
+        for i in range(ode_steps):
+            v = self.velocity(z, bias + time_bias[i])
+            if solver == "midpoint":
+                v = self.velocity(torch.add(z, v, alpha=0.5 * dt), bias + time_bias[ode_steps + i])
+            z = torch.add(z, v, alpha=dt)
+        return self.from_latent(z)
+
+    def to_latent(self, future: torch.Tensor) -> torch.Tensor:
+        """Relative log-loss bins -> the standardized space the flow runs in."""
+        return (torch.asinh(future / self.config.resolution) - self.future_mean) / self.future_std
+
+    def from_latent(self, z: torch.Tensor) -> torch.Tensor:
+        """Inverse of :meth:`to_latent`, clipped to ±REL_CLIP (so that no sample is inf or NaN)."""
+        limit = math.asinh(REL_CLIP / self.config.resolution)
+        return torch.addcmul(self.future_mean, z, self.future_std).clamp_(-limit, limit).sinh_().mul_(self.config.resolution)
+
+    @torch.no_grad()
+    def set_normalization(self, summary: torch.Tensor, future: torch.Tensor) -> None:
+        """Standardize summary features and (squashed) future bins by the moments of training data."""
+        self.summary_mean.copy_(summary.mean(0))
+        self.summary_std.copy_(summary.std(0).clamp_min(1e-3))
+        squashed = torch.asinh(future / self.config.resolution)
+        self.future_mean.copy_(squashed.mean(0))
+        self.future_std.copy_(squashed.std(0).clamp_min(1e-3))
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+# --------------------------------------------------------------------------------------------------
+# Decoding and the predictor
+
+
+def decode_crossings(future: np.ndarray, threshold: np.ndarray, bin_widths: Sequence[int] = BIN_WIDTHS) -> np.ndarray:
+    """Remaining node-steps at which each future first crosses its threshold (inf if never).
+
+    Args:
+        future: (..., B) relative log-loss bins.
+        threshold: log(target) - log(current loss), broadcastable to ``future.shape[:-1]``.
+        bin_widths: (B,) node-steps per bin.
+
+    Returns:
+        float64 array of shape ``future.shape[:-1]``: whole node-steps >= 1, inf where the future
+        never crosses (see the module docstring).
+    """
+    future = np.asarray(future, dtype=np.float64)
+    tau = np.broadcast_to(np.asarray(threshold, dtype=np.float64), future.shape[:-1])[..., None]
+    centers = bin_centers(bin_widths)
+    if future.shape[-1] != centers.size:
+        raise ValueError(f"futures have {future.shape[-1]} bins but the layout has {centers.size}")
+    crossed = future <= tau + CROSSING_TOLERANCE * np.maximum(np.abs(tau), 1.0)
+    hit = crossed.any(axis=-1)
+    j = np.argmax(crossed, axis=-1)[..., None]
+    previous = np.concatenate([np.zeros(future.shape[:-1] + (1,)), future[..., :-1]], axis=-1)
+    x_prev = np.concatenate([[0.0], centers[:-1]])
+    y_j = np.take_along_axis(future, j, axis=-1)[..., 0]
+    y_p = np.take_along_axis(previous, j, axis=-1)[..., 0]
+    drop = y_p - y_j
+    fraction = np.clip(np.divide(y_p - tau[..., 0], drop, out=np.ones_like(drop), where=drop > 0), 0.0, 1.0)
+    x = x_prev[j[..., 0]] + fraction * (centers[j[..., 0]] - x_prev[j[..., 0]])
+    return np.where(hit, np.maximum(np.ceil(x - 1e-9), 1.0), np.inf)
+
+
+def reachability_weights(remaining: np.ndarray, reachable: float | None) -> np.ndarray:
+    """(M, S) sample weights conditioning decoded samples on a prior probability that the target is reachable.
+
+    The futures are drawn without knowing the target. When targets are set on the task's own curve
+    (as core_env sets them), a target is reachable with a known prior probability ``reachable``
+    whatever the history says; Bayes' rule then moves the total weight of the crossing samples to
+    ``reachable`` and that of the censored ones to 1 - ``reachable``. Rows where all or no samples
+    cross, and ``reachable=None`` (futures as drawn), keep equal weights.
+    """
+    weights = np.ones(remaining.shape)
+    if reachable is None:
+        return weights
+    crossed = np.isfinite(remaining)
+    share = crossed.mean(axis=1, keepdims=True)
+    mixed = (share > 0) & (share < 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reweighted = np.where(crossed, reachable / share, (1.0 - reachable) / (1.0 - share))
+    return np.where(mixed, reweighted, weights)
+
+
+def weighted_quantiles(remaining: np.ndarray, weights: np.ndarray, levels: Sequence[float]) -> np.ndarray:
+    """(M, S) samples and weights -> (M, Q) nearest-rank quantiles: the smallest sample whose
+    cumulative weight share reaches the level (inf-safe; equal weights give the ceil(q S)-th smallest)."""
+    order = np.argsort(remaining, axis=1, kind="stable")
+    ordered = np.take_along_axis(remaining, order, axis=1)
+    cumulative = np.cumsum(np.take_along_axis(weights, order, axis=1), axis=1)
+    cumulative /= cumulative[:, -1:]
+    rank = (cumulative[:, None, :] < np.asarray(levels)[None, :, None] - 1e-9).sum(axis=2)
+    return np.take_along_axis(ordered, np.minimum(rank, remaining.shape[1] - 1), axis=1)
+
+
+def summarize_samples(remaining: np.ndarray, budgets: np.ndarray, levels: np.ndarray, reachable: float | None = None) -> DemandSummary:
+    """DemandSummary of (M, S) decoded samples (weighted by :func:`reachability_weights`).
+
+    ``budgets``: (M,) or (M, J) node-steps; p_within_budget has their shape.
+    """
+    weights = reachability_weights(remaining, reachable)
+    flat = budgets.reshape(budgets.shape[0], -1)
+    within = ((remaining[:, None, :] <= flat[:, :, None]) * weights[:, None, :]).sum(axis=2) / weights.sum(axis=1)[:, None]
+    quantiles = weighted_quantiles(remaining, weights, (*levels, 0.5))
+    return DemandSummary(levels=levels, median=quantiles[:, -1], quantiles=quantiles[:, :-1],
+                         p_within_budget=within.reshape(budgets.shape))
+
+
+class FlowMatchingPredictor(Predictor):
+    """MARA's predictor: a trained :class:`FlowModel` sampled S times per history and decoded.
+
+    Its horizon is the model's (``HORIZON`` = 120 node-steps for the shipped bin layout).
+
+    Args:
+        model: a trained FlowModel.
+        samples: S futures per history.
+        ode_steps: integration steps from noise to a future.
+        solver: "euler" (one velocity evaluation per step) or "midpoint" (two).
+        seed: seed of the S noise vectors (shared by all histories).
+        reachable: prior probability that a target is reachable at all, or None to summarize the futures
+            as drawn (see :func:`reachability_weights`).
+        levels: quantile levels reported (see :class:`mara_agents.protocols.Predictor`).
+
+    Example::
+
+        predictor = FlowMatchingPredictor.load()              # the shipped checkpoint
+        summary = predictor.predict(histories, targets, budgets)
+        summary.median, summary.quantiles, summary.p_within_budget   # (M,), (M, Q), (M,)
+    """
+
+    name = "fm"
+
+    def __init__(self, model: FlowModel, samples: int = 32, ode_steps: int = 4, solver: str = "euler", seed: int = 0,
+                 reachable: float | None = None, levels: Sequence[float] = QUANTILE_LEVELS) -> None:
+        super().__init__(int(sum(model.config.bin_widths)), levels)
+        if solver not in SOLVERS:
+            raise ValueError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)}")
+        for label, value in (("samples", samples), ("ode_steps", ode_steps)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{label} must be an int >= 1, got {value!r}")
+        if reachable is not None and not 0.0 <= reachable <= 1.0:
+            raise ValueError(f"reachable must be a probability in [0, 1] or None, got {reachable!r}")
+        self.model = model.eval()
+        self.samples, self.ode_steps, self.solver, self.seed, self.reachable = samples, ode_steps, solver, seed, reachable
+        self.noise = torch.randn(samples, len(model.config.bin_widths), generator=torch.Generator().manual_seed(seed))
+
+    @classmethod
+    def load(cls, path: Path | str = DEFAULT_CHECKPOINT, **kwargs: Any) -> FlowMatchingPredictor:
+        """A predictor on the checkpoint at ``path`` (verified by :func:`load_model`).
+
+        Samples, ODE steps, solver, noise seed and reachability prior default to the manifest's
+        ``inference`` entry (chosen on validation data); keyword arguments override them.
+        """
+        model, manifest = load_model(path)
+        inference = manifest.get("inference", {})
+        settings = ("samples", "ode_steps", "solver", "seed", "reachable")
+        defaults = {name: inference[name] for name in settings if name in inference}
+        return cls(model, **{**defaults, **kwargs})
+
+    def sample_futures(self, histories: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(M, S, NUM_BINS) float64 sampled relative log-loss futures and (M,) current log losses.
+
+        Histories must be non-empty (an empty one has no current loss to be relative to).
+        """
+        tail, length, first = pack_histories(histories)
+        if np.any(length == 0):
+            raise ValueError("sample_futures needs non-empty histories")
+        steps, summary, current = history_features(tail, length, first, self.model.config)
+        with torch.inference_mode():
+            futures = self.model.sample(torch.from_numpy(steps), torch.from_numpy(summary), self.noise, self.ode_steps, self.solver)
+        return futures.numpy().astype(np.float64), current
+
+    def decoded_samples(self, histories: Sequence[np.ndarray], targets: np.ndarray) -> np.ndarray:
+        """(M, S) remaining node-steps of every sampled future (inf: censored; empty histories: all inf)."""
+        remaining = np.full((len(histories), self.samples), np.inf)
+        known = np.flatnonzero([len(h) > 0 for h in histories])
+        if known.size:
+            futures, current = self.sample_futures([histories[i] for i in known])
+            threshold = np.log(np.maximum(np.asarray(targets, dtype=np.float64)[known], LOSS_FLOOR)) - current
+            remaining[known] = decode_crossings(futures, threshold[:, None], self.model.config.bin_widths)
+        return remaining
+
+    def _predict(self, histories: list[np.ndarray], targets: np.ndarray, budgets: np.ndarray,
+                 oracle: Mapping[str, np.ndarray] | None) -> DemandSummary:
+        return summarize_samples(self.decoded_samples(histories, targets), budgets, self.levels, self.reachable)
+
+
+# --------------------------------------------------------------------------------------------------
+# Checkpoints
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def manifest_path(weights: Path) -> Path:
+    return Path(weights).with_suffix(".json")
+
+
+def save_model(model: FlowModel, path: Path | str, info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write ``path`` (state_dict) and its manifest ``path.with_suffix('.json')``; return the manifest."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), path)
+    manifest = {"format": FORMAT, "config": model.config.to_dict(), "weights": path.name, "sha256": _sha256(path),
+                "parameters": model.parameter_count(), **(info or {})}
+    manifest_path(path).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return manifest
+
+
+def load_model(path: Path | str = DEFAULT_CHECKPOINT) -> tuple[FlowModel, dict[str, Any]]:
+    """Load a checkpoint written by :func:`save_model`, verifying format, sha256 and config.
+
+    Raises:
+        ValueError: a missing or unreadable file, another format, a checksum mismatch, or weights that
+            do not fit the manifest's config.
+    """
+    path = Path(path)
+    meta_path = manifest_path(path)
+    if not path.exists():
+        raise ValueError(f"flow-matching checkpoint {path} is missing")
+    if not meta_path.exists():
+        raise ValueError(f"flow-matching checkpoint manifest {meta_path} is missing")
+    try:
+        manifest = json.loads(meta_path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"flow-matching checkpoint manifest {meta_path} is not valid JSON: {error}") from error
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise ValueError(f"{meta_path} is not a flow-matching checkpoint manifest (format {found!r}, expected {FORMAT!r})")
+    actual = _sha256(path)
+    if manifest.get("sha256") != actual:
+        raise ValueError(f"checksum mismatch for flow-matching checkpoint {path}: manifest says sha256 "
+                         f"{manifest.get('sha256')}, file has {actual}")
+    config = FlowConfig.from_dict(manifest.get("config"))
+    model = FlowModel(config)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        model.load_state_dict(state, strict=True)
+    except Exception as error:  # torch raises RuntimeError/UnpicklingError/KeyError depending on the damage
+        raise ValueError(f"flow-matching checkpoint {path} does not match its config {config.to_dict()}: {error}") from error
+    return model.eval(), manifest
+
+
+# --------------------------------------------------------------------------------------------------
+# Inference timing (called by the training log and by benchmarks)
+
+
+def synthetic_histories(count: int, seed: int = 0, max_length: int = 120) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """``count`` noisy power-law loss histories of varied length, with targets and budgets (timing inputs)."""
+    rng = np.random.default_rng(seed)
+    histories = []
+    for length in rng.integers(1, max_length + 1, size=count):
+        t = np.arange(1, length + 1)
+        histories.append(2.0 * (1.0 + t / rng.uniform(2, 20)) ** -rng.uniform(0.2, 1.0) * np.exp(rng.normal(0, 0.03, length)))
+    targets = np.array([h[-1] for h in histories]) * rng.uniform(0.3, 0.95, size=count)
+    return histories, targets, rng.uniform(1, 100, size=count)
+
+
+def inference_seconds(predictor: FlowMatchingPredictor, count: int = 1024, repeats: int = 11, seed: int = 0) -> float:
+    """Median wall seconds of one :meth:`FlowMatchingPredictor.predict` call on ``count`` histories."""
+    histories, targets, budgets = synthetic_histories(count, seed)
+    predictor.predict(histories, targets, budgets)  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        predictor.predict(histories, targets, budgets)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
