@@ -12,6 +12,7 @@ SUITES = {
     "quick": ("benchmarks.quick", "heuristics on id/train (5 evaluation roots) and the stress scenario"),
     "calibration": ("benchmarks.calibration", "FIFO, EDF, clairvoyant and the feasibility bound per task set and load"),
     "perf": ("benchmarks.perf", "env-steps/s of the PettingZoo, Gymnasium and batched views vs a minimal ParallelEnv"),
+    "prediction": ("benchmarks.prediction", "Table 1: remaining-demand prediction error per task set and predictor"),
 }
 
 
