@@ -26,7 +26,6 @@ import hashlib
 import io
 import json
 import warnings
-import zipfile
 import zlib
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ import numpy as np
 
 from core_env.config import LOADS, EnvConfig
 from core_env.curves import NON_LEARNER, CurveBank, bank_for
+from core_env.npz import write_npz
 
 SUITE_DIR = Path(__file__).parent / "data" / "suites"
 SUITE_MANIFEST = SUITE_DIR / "manifest.json"
@@ -227,24 +227,6 @@ def generate_suite(task_set: str, load: str, roots: int = SUITE_ROOTS, episodes:
             "arrival_steps": arrival_steps, "seed": SUITE_SEED, "bank": bank.fingerprint}
     arrays["meta"] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
     return arrays
-
-
-def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> str:
-    """Write ``arrays`` as a byte-reproducible .npz (fixed zip timestamps); return its sha256."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name in sorted(arrays):
-            member = io.BytesIO()
-            np.lib.format.write_array(member, np.ascontiguousarray(arrays[name]), allow_pickle=False)
-            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, member.getvalue())
-    data = buffer.getvalue()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    return hashlib.sha256(data).hexdigest()
 
 
 def write_suites(directory: Path = SUITE_DIR) -> dict[str, str]:

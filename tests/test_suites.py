@@ -22,7 +22,7 @@ from core_env.workload import (
     generate_suite,
     load_suite,
     stress_workload,
-    write_npz,
+    write_npz,  # re-exported from core_env.npz
 )
 
 #: One (task set, load) pair per task set, covering every load across the set (regeneration is the slow part).

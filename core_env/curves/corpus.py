@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from core_env.curves.bank import LOSS_FLOOR, CurveBank
+from core_env.npz import write_npz
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "corpus"
 EVAL_EVERY = 4
@@ -48,10 +49,6 @@ class CorpusError(ValueError):
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def corpus_available(directory: Path = CORPUS_DIR) -> bool:
-    return (directory / "manifest.json").exists()
 
 
 @functools.lru_cache(maxsize=None)
@@ -113,8 +110,6 @@ def split_of(run_index: np.ndarray) -> np.ndarray:
 
 def pack(src: Path, directory: Path = CORPUS_DIR) -> dict:
     """Pack every valid generator shard under ``src/shards`` into the committed float16 corpus."""
-    from core_env.workload import write_npz  # deterministic npz writer
-
     shards = Path(src) / "shards"
     if not shards.is_dir():
         raise CorpusError(f"no generator shards under {shards}")

@@ -33,19 +33,18 @@ if __package__ in (None, ""):  # run as a script path: make ``core_env`` importa
 import argparse
 import hashlib
 import importlib
-import io
 import json
 import os
 import platform
 import sys
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from core_env.curves.runs import FAMILIES
+from core_env.npz import npz_bytes, write_atomic
 from core_env.curves.runs import common as C
 
 FORMAT = "core_env.curves.shard/1"
@@ -159,28 +158,6 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
-    """A deflated ``.npz`` with fixed zip timestamps, so identical arrays give identical bytes."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, arr in arrays.items():
-            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            with zf.open(info, "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, np.ascontiguousarray(arr), allow_pickle=False)
-    return buf.getvalue()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def shard_is_valid(out: str | os.PathLike, family: str, shard_index: int, run_indices: list[int] | None = None,
                    steps: int | None = None) -> bool:
     """True when json + npz exist, the npz hash matches and (if given) the run indices and steps match."""
@@ -218,8 +195,8 @@ def write_shard(out: str | os.PathLike, family: str, shard_index: int, runs_per_
     shard = generate_shard(family, shard_index, runs_per_shard, n_runs, steps)
     arrays = {k: shard[k] for k in ("values", "offsets", "run_index", "flags")}
     assert np.all(np.isfinite(arrays["values"])), "non-finite values must never be written"
-    data = _npz_bytes(arrays)
-    _atomic_write(npz, data)
+    data = npz_bytes(arrays)
+    write_atomic(npz, data)
     meta = {
         "format": FORMAT,
         "family": family,
@@ -242,7 +219,7 @@ def write_shard(out: str | os.PathLike, family: str, shard_index: int, runs_per_
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "runs": shard["runs"],
     }
-    _atomic_write(js, (json.dumps(meta, indent=1, sort_keys=False) + "\n").encode())
+    write_atomic(js, (json.dumps(meta, indent=1, sort_keys=False) + "\n").encode())
     return {"family": family, "shard": shard_index, "skipped": False, "n_runs": len(indices),
             "wall_s": shard["wall_s"], "flags": meta["flags"]}
 
@@ -284,7 +261,7 @@ def write_manifest(out: str | os.PathLike, planned: dict[str, int] | None = None
                 "n_points": sum(s["n_points"] for s in shards), "families": fams, "shards": shards}
     if planned:
         manifest["planned"] = planned
-    _atomic_write(root / "manifest.json", (json.dumps(manifest, indent=1) + "\n").encode())
+    write_atomic(root / "manifest.json", (json.dumps(manifest, indent=1) + "\n").encode())
     return manifest
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -230,12 +229,3 @@ def finalize(losses: list[float] | np.ndarray, diverged: bool) -> tuple[np.ndarr
     else:
         flags |= NON_LEARNER
     return values.astype(np.float32), int(flags), stats
-
-
-class Timer:
-    def __enter__(self) -> "Timer":
-        self.t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds = time.perf_counter() - self.t0
