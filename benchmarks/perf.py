@@ -7,8 +7,9 @@ builds dicts of our shapes and keys. Actions are masked-random (each node picks 
 allowed actions); only the environment's own calls (step and reset) are timed, not the action choice.
 An env-step is one step of one environment (all N nodes); the batched rows count only live
 environments. Each rate is the median over five chunks of a measurement (the machine may be busy).
-Also measured: the median time of a PettingZoo ``reset(seed=s)`` (a freshly drawn workload). Results go to
-``benchmarks/results/perf.json``.
+Also measured: the median time of a PettingZoo ``reset(seed=s)`` (a freshly drawn workload), and each
+agent's decision time: ``act`` per step (B = 1, N = 4, K = 16) over a whole `id` evaluation episode,
+predictions included. Results go to ``benchmarks/results/perf.json``.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from pettingzoo import ParallelEnv
 from tqdm import tqdm
 
 from benchmarks import markdown_table, write_results
+from benchmarks.agents import QUICK_ROWS, make_agent
 from core_env import GYM_ID, discrete_core_v0, features
 from core_env.config import EnvConfig
 from core_env.episode import EPISODE_KEYS, NODE_KEYS
 from core_env.parallel import node_name, observation_space
 from core_env.sim import Simulator
 from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, load_suite
+from mara_agents.protocols import REMAINING_DEMAND
 
 BATCH_SIZES = (1, 64, 256)
 TARGET_RATIO, GOAL_RATIO, TARGET_BATCHED = 0.25, 0.5, 250_000  # DESIGN.md §6
@@ -198,6 +201,26 @@ def cases(rng: np.random.Generator) -> dict[str, tuple[str, int, Callable[[], St
     return table
 
 
+def decision_times(rows: Sequence[str] = QUICK_ROWS) -> dict[str, dict[str, float]]:
+    """Per agent row: median and mean milliseconds of one joint decision (``act``, B = 1) over an episode."""
+    config = EnvConfig()
+    out = {}
+    for row in tqdm(rows, desc="decisions", unit="agent", leave=False):
+        agent, sim = make_agent(row), Simulator(config, 1)
+        sim.reset([load_suite("id", "train", 0, 0)])
+        agent.reset(1, sim.N, sim.K)
+        times = []
+        while not sim.done.all():
+            observation, mask = features.observations(sim, config.history)
+            oracle = {REMAINING_DEMAND: sim.remaining_demand()} if agent.needs_oracle else None
+            start = time.perf_counter()
+            actions = agent.act(observation, mask, oracle)
+            times.append(time.perf_counter() - start)
+            sim.step(actions)
+        out[row] = {"median_ms": 1e3 * float(np.median(times)), "mean_ms": 1e3 * float(np.mean(times)), "decisions": len(times)}
+    return out
+
+
 def run(seconds: float, seed: int = 0) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     results = {}
@@ -205,7 +228,7 @@ def run(seconds: float, seed: int = 0) -> dict[str, Any]:
         results[name] = {"view": view, "B": batch, **measure(factory(), seconds)}
     ratio = results["pettingzoo"]["env_steps_per_s"] / results["minimal"]["env_steps_per_s"]
     return {"cases": results, "pettingzoo_over_minimal": ratio, "gymnasium_over_minimal": results["gymnasium"]["env_steps_per_s"] / results["minimal"]["env_steps_per_s"],
-            "reset_seeded_ms": 1e3 * measure_reset()}
+            "reset_seeded_ms": 1e3 * measure_reset(), "decision_ms": decision_times()}
 
 
 def main(argv: Sequence[str] = ()) -> int:
@@ -225,6 +248,9 @@ def main(argv: Sequence[str] = ()) -> int:
     with_obs = result["cases"][f"sim_obs_b{BATCH_SIZES[-1]}"]["env_steps_per_s"]
     print(f"Simulator.step + observations at B={BATCH_SIZES[-1]}: {with_obs:,.0f} env-steps/s (>= {TARGET_BATCHED:,}: {'yes' if with_obs >= TARGET_BATCHED else 'no'})")
     print(f"PettingZoo reset(seed=s), a drawn workload: {result['reset_seeded_ms']:.2f} ms (median)")
+    print()
+    print(markdown_table(("agent", "decision ms (median)", "decision ms (mean)"),
+                         [(row, f"{t['median_ms']:.2f}", f"{t['mean_ms']:.2f}") for row, t in result["decision_ms"].items()]))
     paths = write_results("perf", {"suite": "perf", "wall_s": wall, "seconds_per_case": args.seconds, **result})
     print(f"wall time {wall:.1f} s; wrote {', '.join(str(p) for p in paths)}")
     return 0

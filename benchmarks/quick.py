@@ -1,4 +1,4 @@
-"""quick: the heuristics on the `id` evaluation suite at the training load and on the stress scenario.
+"""quick: heuristics and learning-aware allocators on the `id` evaluation suite at the training load and on the stress scenario.
 
 Completion on id/train is the mean ± sd over the evaluation roots of each root's mean over its
 episodes; the independent-feasibility bound is summarised the same way. Results go to
@@ -20,9 +20,9 @@ from benchmarks.rollout import run_agent
 from core_env.config import EnvConfig
 from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, Workload, load_suite, stress_workload
 from mara_agents.bounds import independent_feasibility_bounds
-from mara_agents.heuristics import HEURISTICS
+from benchmarks.agents import QUICK_ROWS, make_agent
 
-AGENTS = ("random", "fifo", "edf", "clairvoyant")
+AGENTS = QUICK_ROWS
 BOUND = "independent-feasibility bound"
 EPISODE_COLUMNS = ("completion_rate", "completed", "arrived", "failed", "rejected", "node_utilization", "wasted_node_steps", "conflicts", "invalid_actions")
 
@@ -45,7 +45,7 @@ def summarize(rates: np.ndarray, cells: Sequence[tuple[int, int]]) -> dict[str, 
 
 
 def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, seed: int = 0) -> dict[str, Any]:
-    """Run ``agents`` (names in HEURISTICS; ``random`` seeded with ``seed``) on every scenario.
+    """Run ``agents`` (rows of :func:`benchmarks.agents.make_agent`; ``random`` seeded with ``seed``) on every scenario.
 
     Returns:
         ``{"summary": {row: {scenario: {"mean", "sd"}}}, "episodes": [per-episode records]}`` with a row
@@ -56,7 +56,7 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
     cases = scenarios(roots, episodes)
     bounds = {scenario: independent_feasibility_bounds(workloads) for scenario, (_, workloads, _) in cases.items()}
     for name in tqdm(agents, desc="quick", unit="agent", leave=False):
-        agent = HEURISTICS[name](seed) if name == "random" else HEURISTICS[name]()
+        agent = make_agent(name, seed)
         summary[name] = {}
         for scenario, (config, workloads, cells) in cases.items():
             stats = run_agent(agent, workloads, config)

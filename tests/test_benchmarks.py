@@ -70,3 +70,22 @@ def test_masked_random_picks_only_allowed_actions():
     mask[:, :, 5] = 1
     actions = masked_random(mask, np.random.default_rng(0))
     assert set(np.unique(actions)) == {0, 5}
+
+
+def test_agent_rows_build_every_quick_agent_and_refuse_unknown_ones():
+    from benchmarks.agents import QUICK_ROWS, make_agent
+
+    agents = {row: make_agent(row) for row in QUICK_ROWS if not row.startswith("lara-fm")}
+    assert agents["lara:oracle"].needs_oracle and not agents["lara"].needs_oracle
+    with pytest.raises(ValueError, match="unknown agent row"):
+        make_agent("edf:oracle")
+    with pytest.raises(ValueError, match="unknown predictor"):
+        make_agent("lara:nope")
+
+
+def test_decision_times_cover_a_whole_episode():
+    from benchmarks.perf import decision_times
+
+    times = decision_times(("edf", "lara:oracle"))
+    assert set(times) == {"edf", "lara:oracle"}
+    assert all(t["decisions"] > 400 and 0 < t["median_ms"] <= t["mean_ms"] * 10 for t in times.values())

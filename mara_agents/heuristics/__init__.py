@@ -10,8 +10,9 @@ from mara_agents.heuristics.base import PriorityAgent, serve_in_order
 from mara_agents.heuristics.clairvoyant import Clairvoyant
 from mara_agents.heuristics.edf import EDF
 from mara_agents.heuristics.fifo import FIFO
+from mara_agents.heuristics.las import LAS
 from mara_agents.heuristics.random import RandomAgent
 
-HEURISTICS = {"random": RandomAgent, "fifo": FIFO, "edf": EDF, "clairvoyant": Clairvoyant}
+HEURISTICS = {"random": RandomAgent, "fifo": FIFO, "edf": EDF, "las": LAS, "clairvoyant": Clairvoyant}
 
-__all__ = ["EDF", "FIFO", "HEURISTICS", "Clairvoyant", "PriorityAgent", "RandomAgent", "serve_in_order"]
+__all__ = ["EDF", "FIFO", "LAS", "HEURISTICS", "Clairvoyant", "PriorityAgent", "RandomAgent", "serve_in_order"]

@@ -35,20 +35,22 @@ def slot_steps(observation: np.ndarray, n_slots: int, index: int) -> np.ndarray:
     return np.rint(slot_features(observation, n_slots)[..., index] * features.TIME_SCALE).astype(np.int64)
 
 
-def serve_in_order(priority: np.ndarray, admitted: np.ndarray, n_nodes: int) -> np.ndarray:
+def serve_in_order(priority: np.ndarray, admitted: np.ndarray, n_nodes: int, tier: np.ndarray | None = None) -> np.ndarray:
     """Give the admitted slots with the lowest priority values to nodes 0, 1, ... (one node each).
 
     Args:
         priority: (B, K) lower is served first; ties go to the lower slot.
         admitted: (B, K) bool slots that may be served.
         n_nodes: N.
+        tier: optional (B, K) ints ranked before the priority (every tier-0 slot before any tier-1 slot).
 
     Returns:
         (B, N) int64 actions: node i serves the i-th slot of the order (action slot + 1), or idles
         (0) when fewer than i + 1 slots are admitted.
     """
     B, K = admitted.shape
-    order = np.lexsort((priority, ~admitted), axis=1)[:, :n_nodes]  # admitted first, then by priority
+    keys = (priority, ~admitted) if tier is None else (priority, tier, ~admitted)
+    order = np.lexsort(keys, axis=1)[:, :n_nodes]  # admitted first, then by tier and priority
     actions = np.where(np.take_along_axis(admitted, order, axis=1), order + 1, 0)
     if n_nodes > K:
         actions = np.concatenate([actions, np.zeros((B, n_nodes - K), np.int64)], axis=1)

@@ -37,7 +37,8 @@ from pettingzoo import ParallelEnv
 from core_env import features
 from core_env.sim import Simulator
 from core_env.wrappers import canonical_space, ObservationWrapper
-from mara_agents.protocols import REMAINING_DEMAND, DemandSummary, Predictor
+from mara_agents.predictors.cache import PredictionCache, SlotTasks
+from mara_agents.protocols import DemandSummary, Predictor
 
 __all__ = ["DEMAND_SPREAD", "PREDICTED_DEMAND", "PREDICTOR_FEATURE_NAMES", "P_WITHIN_BUDGET", "GymPredictorFeatures", "PredictorFeatures",
            "SlotPredictions", "predictor_observations", "summary_features"]
@@ -52,15 +53,15 @@ def summary_features(summary: DemandSummary, cap: float) -> np.ndarray:
     """(M, 3) float64 the features of a summary with (M,) budgets (see the module docstring)."""
     if summary.p_within_budget.ndim != 1:
         raise ValueError(f"summary_features needs one budget per task, got p_within_budget of shape {summary.p_within_budget.shape}")
-    return np.column_stack([_demand_features(summary, cap), summary.p_within_budget])
+    return np.column_stack([_demand_features(summary.median, summary.quantile(0.25), summary.quantile(0.75), cap), summary.p_within_budget])
 
 
-def _demand_features(summary: DemandSummary, cap: float) -> np.ndarray:
-    """(M, 2) float64 the predicted-demand and spread features (they do not depend on the budget)."""
+def _demand_features(median: np.ndarray, q25: np.ndarray, q75: np.ndarray, cap: float) -> np.ndarray:
+    """(..., 2) float64 the predicted-demand and spread features (they do not depend on the budget)."""
     def capped(demand: np.ndarray) -> np.ndarray:
         return np.minimum(demand, cap) / features.TIME_SCALE
 
-    return np.column_stack([capped(summary.median), capped(summary.quantile(0.75)) - capped(summary.quantile(0.25))])
+    return np.stack([capped(median), capped(q75) - capped(q25)], axis=-1)
 
 
 class SlotPredictions:
@@ -73,8 +74,8 @@ class SlotPredictions:
         cap: node-steps at which demand features saturate (default: the predictor's horizon).
 
     Attributes:
-        recomputed: tasks predicted since construction (a task counts once per prediction).
-        last_recomputed: tasks predicted by the last call.
+        cache: the :class:`PredictionCache` (its ``recomputed`` and ``last_recomputed`` count the tasks
+            predicted since construction and by the last call).
     """
 
     def __init__(self, predictor: Predictor, cap: float | None = None) -> None:
@@ -84,8 +85,16 @@ class SlotPredictions:
         if not (np.isfinite(cap) and cap > 0):
             raise ValueError(f"cap must be a positive number of node-steps, got {cap!r}")
         self.predictor, self.cap = predictor, cap
-        self.recomputed = self.last_recomputed = 0
+        self.cache = PredictionCache(predictor)
         self._workloads: list | None = None
+
+    @property
+    def recomputed(self) -> int:
+        return self.cache.recomputed
+
+    @property
+    def last_recomputed(self) -> int:
+        return self.cache.last_recomputed
 
     @property
     def high(self) -> np.ndarray:
@@ -98,45 +107,20 @@ class SlotPredictions:
         self._workloads = None
 
     def __call__(self, sim: Simulator) -> np.ndarray:
-        if self._workloads is not sim.workloads or self._task.shape != (sim.B, sim.K):  # new episodes: a new workload list
-            self._start(sim)
-        active = sim.active
-        budget = np.clip(sim.deadline - sim.t[:, None], 0, self.predictor.horizon)
-        changed = active & ((sim.task != self._task) | (sim.steps != self._length))
-        self.last_recomputed = int(np.count_nonzero(changed))
-        if self.last_recomputed:
-            self._predict(sim, changed, budget)
-        out = np.zeros((sim.B, sim.K, len(PREDICTOR_FEATURE_NAMES)))
-        out[..., :P_WITHIN_BUDGET] = self._demand
-        out[..., P_WITHIN_BUDGET] = np.take_along_axis(self._p, budget[..., None], axis=2)[..., 0]
-        out *= active[..., None]
+        if self._workloads is not sim.workloads:  # new episodes: a new workload list
+            self._workloads = sim.workloads
+            self.cache.reset()
+        cache = self.cache
+        cache.update(SlotTasks.of_simulator(sim), sim.remaining_demand() if self.predictor.needs_oracle else None)
+        demand = _demand_features(cache.median, cache.q25, cache.q75, self.cap)
+        out = np.concatenate([demand, cache.p_within_budget[..., None]], axis=-1)
+        out *= sim.active[..., None]
         return out
 
     def observed(self, sim: Simulator) -> np.ndarray:
         """(B, 3K) float32 the features as observed: clipped into the observation space's bounds."""
         # float32 rounding is monotonic, so values clipped in float64 stay within the float32 bounds.
         return np.clip(self(sim), 0.0, self.high.astype(np.float64)).astype(np.float32).reshape(sim.B, -1)
-
-    def _start(self, sim: Simulator) -> None:
-        self._workloads = sim.workloads
-        self._task = np.full((sim.B, sim.K), -1, np.int64)
-        self._length = np.zeros((sim.B, sim.K), np.int64)
-        self._demand = np.zeros((sim.B, sim.K, 2))  # predicted demand and spread features
-        self._p = np.zeros((sim.B, sim.K, self.predictor.horizon + 1))  # p_within_budget for budget 0 … horizon
-
-    def _predict(self, sim: Simulator, changed: np.ndarray, budget: np.ndarray) -> None:
-        """Predict the tasks at ``changed`` (B, K) for every budget up to their current one."""
-        b, k = np.nonzero(changed)
-        steps = sim.steps[b, k]
-        histories = [sim.history[e, s, :n] for e, s, n in zip(b.tolist(), k.tolist(), steps.tolist())]
-        width = int(budget[b, k].max()) + 1
-        budgets = np.broadcast_to(np.arange(width), (b.size, width))
-        oracle = {REMAINING_DEMAND: sim.remaining_demand()[b, k]} if self.predictor.needs_oracle else None
-        summary = self.predictor.predict(histories, sim.target[b, k], budgets, oracle)
-        self._demand[b, k] = _demand_features(summary, self.cap)
-        self._p[b, k, :width] = summary.p_within_budget
-        self._task[b, k], self._length[b, k] = sim.task[b, k], steps
-        self.recomputed += b.size
 
 
 def predictor_observations(sim: Simulator, predictions: SlotPredictions, history: int | None = None) -> tuple[np.ndarray, np.ndarray]:

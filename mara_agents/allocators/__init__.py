@@ -1,0 +1,40 @@
+"""Learning-aware baseline allocators (numpy), all behind :class:`mara_agents.protocols.Agent`.
+
+Each reads the observation only: :class:`ObservedTasks` rebuilds the tasks' loss histories, any
+:class:`~mara_agents.protocols.Predictor` predicts their remaining demand (cached per task), and a
+decision rule built from separate admission (:mod:`.admission`) and ordering (:mod:`.ordering`) pieces
+picks the tasks. ``ALLOCATORS`` maps each benchmark name to a factory taking a predictor name
+(``"wls"``, ``"dkf"``, ``"fm"``, ``"oracle"``, ...; see ``mara_agents.predictors.PREDICTORS``).
+See docs/agents.md for what each one is and where it departs from its source.
+"""
+
+from __future__ import annotations
+
+from mara_agents.allocators.base import Estimates, PredictiveAllocator
+from mara_agents.allocators.laira import LaiRA
+from mara_agents.allocators.lara import LARA
+from mara_agents.allocators.observed import ObservedTasks
+from mara_agents.allocators.ordered import LLF, SLAQ, EDFAdmission, OrderedAllocator
+from mara_agents.predictors import PREDICTORS
+
+
+def _with(cls, default: str):
+    def make(predictor: str = default, **kwargs):
+        if predictor not in PREDICTORS:
+            raise ValueError(f"unknown predictor {predictor!r}; choose from {sorted(PREDICTORS)}")
+        return cls(PREDICTORS[predictor](), **kwargs)
+
+    make.__doc__ = f"{cls.__name__} on the named predictor (default {default!r})."
+    return make
+
+
+ALLOCATORS = {
+    "lara": _with(LARA, "wls"),
+    "lara-fm": _with(LARA, "fm"),
+    "laira": _with(LaiRA, "dkf"),
+    "edf-admission": _with(EDFAdmission, "wls"),
+    "llf": _with(LLF, "wls"),
+    "slaq": _with(SLAQ, "wls"),
+}
+
+__all__ = ["ALLOCATORS", "EDFAdmission", "Estimates", "LARA", "LLF", "LaiRA", "ObservedTasks", "OrderedAllocator", "PredictiveAllocator", "SLAQ"]

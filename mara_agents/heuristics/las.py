@@ -1,0 +1,20 @@
+"""LAS (Tiresias): serve the N active tasks that have received the least service so far."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core_env.features import NODE_STEPS
+from mara_agents.heuristics.base import AGE, PriorityAgent, slot_steps
+
+
+class LAS(PriorityAgent):
+    """Least attained service first (node-steps received; ties: the older task, then the lower slot).
+
+    No prediction at all: a floor that shows what prediction buys (Tiresias, NSDI 2019, discretized
+    to one node per task per step).
+    """
+
+    def priority(self, observation: np.ndarray, n_slots: int) -> np.ndarray:
+        attained = slot_steps(observation, n_slots, NODE_STEPS)
+        return attained * 100_000 - slot_steps(observation, n_slots, AGE)

@@ -1,0 +1,102 @@
+"""Per-slot predictions of B environments, recomputed only for tasks whose history changed.
+
+:class:`PredictionCache` is shared by the observation wrappers (:mod:`mara_agents.predictors.features`,
+which read the simulator) and the predictive allocators (:mod:`mara_agents.allocators`, which read
+what they reconstruct from observations). Both describe the tasks in the slots as a :class:`SlotTasks`.
+
+A slot's prediction is redone when its task changed or received service since the last call; otherwise
+only its budget moved, and the cache already holds ``p_within_budget`` for every budget up to the one it
+had (budgets only shrink while a history stands still), so a cached task costs a lookup.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from mara_agents.protocols import REMAINING_DEMAND, Predictor
+
+
+@dataclasses.dataclass
+class SlotTasks:
+    """The tasks in the K slots of B environments, as a predictor sees them (arrays are not copied)."""
+
+    active: np.ndarray  # (B, K) bool: the slot holds a task
+    task: np.ndarray  # (B, K) int64: an id that changes when a new task enters the slot
+    steps: np.ndarray  # (B, K) int64: reported losses (node-steps received)
+    history: np.ndarray  # (B, K, L) float: reported losses, oldest first (entries beyond `steps` ignored)
+    target: np.ndarray  # (B, K) float: target losses
+    budget: np.ndarray  # (B, K) int64: node-steps left before the deadline (steps to deadline with one node)
+
+    @classmethod
+    def of_simulator(cls, sim) -> SlotTasks:
+        """The simulator's slots (``sim``: a :class:`core_env.sim.Simulator`)."""
+        return cls(sim.active, sim.task, sim.steps, sim.history, sim.target, sim.deadline - sim.t[:, None])
+
+
+class PredictionCache:
+    """Median, quartiles and ``p_within_budget`` (for every budget) of each slot's task.
+
+    Args:
+        predictor: any :class:`Predictor`; oracle predictors need ``remaining_demand`` in :meth:`update`.
+
+    Attributes (after :meth:`update`, (B, K) unless noted; 0 for empty slots):
+        median, q25, q75: predicted remaining demand in nominal node-steps (``inf`` when censored).
+        recomputed: tasks predicted since construction; last_recomputed: by the last update.
+    """
+
+    def __init__(self, predictor: Predictor) -> None:
+        if not isinstance(predictor, Predictor):
+            raise TypeError(f"a prediction cache needs a Predictor, got {type(predictor).__name__}")
+        self.predictor = predictor
+        self.recomputed = self.last_recomputed = 0
+        self._shape: tuple[int, int] | None = None
+
+    def reset(self) -> None:
+        """Forget every cached prediction (call it when new episodes start)."""
+        self._shape = None
+
+    def update(self, tasks: SlotTasks, remaining_demand: np.ndarray | None = None) -> None:
+        """Predict the tasks that are new or were served since the last update.
+
+        Args:
+            tasks: the current slots.
+            remaining_demand: (B, K) hidden remaining demand, required by oracle predictors only.
+        """
+        if self._shape != tasks.active.shape:
+            self._start(*tasks.active.shape)
+        if self.predictor.needs_oracle and remaining_demand is None:
+            raise ValueError(f"{type(self.predictor).__name__} is an oracle predictor: pass the (B, K) {REMAINING_DEMAND}")
+        self._budget = np.clip(tasks.budget, 0, self.predictor.horizon).astype(np.int64)
+        self._active = tasks.active
+        changed = tasks.active & ((tasks.task != self._task) | (tasks.steps != self._length))
+        self.last_recomputed = int(np.count_nonzero(changed))
+        if self.last_recomputed:
+            self._predict(tasks, changed, remaining_demand)
+
+    @property
+    def p_within_budget(self) -> np.ndarray:
+        """(B, K) probability that each task's demand fits its current budget (0 for empty slots)."""
+        return np.take_along_axis(self._p, self._budget[..., None], axis=2)[..., 0] * self._active
+
+    def _start(self, B: int, K: int) -> None:
+        self._shape = (B, K)
+        self._task = np.full((B, K), -1, np.int64)
+        self._length = np.zeros((B, K), np.int64)
+        self.median, self.q25, self.q75 = np.zeros((3, B, K))
+        self._p = np.zeros((B, K, self.predictor.horizon + 1))  # p_within_budget for budget 0 … horizon
+
+    def _predict(self, tasks: SlotTasks, changed: np.ndarray, remaining_demand: np.ndarray | None) -> None:
+        b, k = np.nonzero(changed)
+        steps = tasks.steps[b, k]
+        histories = [tasks.history[e, s, :n] for e, s, n in zip(b.tolist(), k.tolist(), steps.tolist())]
+        width = int(self._budget[b, k].max()) + 1
+        budgets = np.broadcast_to(np.arange(width), (b.size, width))
+        oracle = {REMAINING_DEMAND: np.asarray(remaining_demand)[b, k]} if self.predictor.needs_oracle else None
+        summary = self.predictor.predict(histories, tasks.target[b, k], budgets, oracle)
+        self.median[b, k] = summary.median
+        self.q25[b, k], self.q75[b, k] = summary.quantile(0.25), summary.quantile(0.75)
+        self._p[b, k, :width] = summary.p_within_budget
+        self._task[b, k], self._length[b, k] = tasks.task[b, k], steps
+        self.recomputed += b.size
