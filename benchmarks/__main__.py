@@ -9,22 +9,31 @@ from collections.abc import Sequence
 
 #: Suite name -> (module with ``main(argv) -> int``, one-line description).
 SUITES = {
-    "quick": ("benchmarks.quick", "heuristics on id/train (5 evaluation roots) and the stress scenario"),
+    "quick": ("benchmarks.quick", "heuristics and learning-aware allocators on id/train (5 evaluation roots) and the stress scenario"),
     "calibration": ("benchmarks.calibration", "FIFO, EDF, clairvoyant and the feasibility bound per task set and load"),
     "perf": ("benchmarks.perf", "env-steps/s of the PettingZoo, Gymnasium and batched views vs a minimal ParallelEnv"),
     "prediction": ("benchmarks.prediction", "Table 1: remaining-demand prediction error per task set and predictor"),
+    "paper": ("benchmarks.report:paper", "Table 2: completion of every agent per task set at the training load and heavier loads"),
+    "stress": ("benchmarks.report:stress", "Table 3: the stress scenario (FIFO = EDF = 0; bound 65%)"),
+    "diagnostics": ("benchmarks.report:diagnostics", "Table 4: utilization, wasted node-steps, switches, conflicts, decision latency"),
+    "shaping": ("benchmarks.report:shaping", "Table 5: shaped vs sparse reward (MARA vs MARA-sparse)"),
+    "falsifier": ("benchmarks.report:falsifier", "heterogeneous node speeds + switching cost, zero-shot: does MARA's margin survive?"),
+    "scale": ("benchmarks.report:scale", "more nodes and slots than trained on (N = 8, 16), zero-shot"),
+    "all": ("benchmarks.everything", "every suite, then docs/results.md from the outputs"),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    listing = "\n".join(f"  {name:8s} {text}" for name, (_, text) in SUITES.items())
+    listing = "\n".join(f"  {name:11s} {text}" for name, (_, text) in SUITES.items())
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description="Run a benchmark suite.",
                                      epilog=f"suites:\n{listing}", formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("suite", help=f"one of: {', '.join(SUITES)}")
     args, rest = parser.parse_known_args(argv)
     if args.suite not in SUITES:
         parser.error(f"unknown suite {args.suite!r}; available suites: {', '.join(SUITES)}")
-    return importlib.import_module(SUITES[args.suite][0]).main(rest)
+    module, _, suite = SUITES[args.suite][0].partition(":")
+    loaded = importlib.import_module(module)
+    return (loaded.main_for(suite) if suite else loaded.main)(rest)
 
 
 if __name__ == "__main__":

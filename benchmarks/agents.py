@@ -2,10 +2,13 @@
 
 A row is a heuristic (``HEURISTICS``), or an allocator (``ALLOCATORS``) on its default predictor, or
 ``ALLOCATOR:PREDICTOR`` for the same allocator on another predictor (``lara:oracle`` is LARA's
-allocator with exact demands: the part of LARA's gap that is allocation, not prediction).
+allocator with exact demands: the part of LARA's gap that is allocation, not prediction), or a learned
+row (``LEARNED``: MARA and its variants), loaded from its shipped checkpoint for a training seed.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from mara_agents.allocators import ALLOCATORS
 from mara_agents.heuristics import HEURISTICS
@@ -16,8 +19,36 @@ QUICK_ROWS = ("random", "fifo", "edf", "las", "edf-admission", "llf", "slaq", "l
               "edf-admission:oracle", "llf:oracle", "laira:oracle", "lara:oracle", "clairvoyant")
 
 
+#: Learned rows (the MAT variants) and the training seeds whose checkpoints ship.
+LEARNED = ("mara", "mara-wls", "mara-sparse", "mat")
+LEARNED_SEEDS = (0, 1, 2)
+CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "mara_agents" / "checkpoints" / "mat"
+
+
+def is_learned(row: str) -> bool:
+    return row in LEARNED
+
+
+def checkpoint_path(row: str, seed: int) -> Path:
+    """Where the shipped checkpoint of a learned row and training seed lives."""
+    return CHECKPOINT_DIR / f"{row}-seed{seed}.pt"
+
+
+def available(row: str) -> bool:
+    """False only for learned rows some of whose shipped checkpoints are missing."""
+    return not is_learned(row) or all(checkpoint_path(row, s).exists() for s in LEARNED_SEEDS)
+
+
 def make_agent(row: str, seed: int = 0) -> Agent:
-    """The agent of a benchmark row (see the module docstring); ``seed`` seeds the random agent."""
+    """The agent of a benchmark row (see the module docstring); ``seed`` seeds the random agent and picks
+    a learned row's training seed."""
+    if is_learned(row):
+        from mara_agents.mat.agent import MATAgent
+
+        path = checkpoint_path(row, seed)
+        if not path.exists():
+            raise FileNotFoundError(f"no checkpoint for {row!r} seed {seed} at {path}; train it with python -m mara_agents.mat.ppo")
+        return MATAgent.load(path)
     name, _, predictor = row.partition(":")
     if name in HEURISTICS and not predictor:
         return HEURISTICS[name](seed) if name == "random" else HEURISTICS[name]()

@@ -1,0 +1,192 @@
+"""Benchmark cells: the unit of work, cached on disk so an interrupted run resumes.
+
+A :class:`Cell` is one agent row (and training seed, for learned agents) on one evaluation root of one
+scenario: a task set, a load, environment overrides (nodes, slots, speeds, switching cost) and the
+root's episodes, played as one batch. Its result (per-episode statistics and the cell's means) is a
+JSON file named by the cell's key under the cache directory, written atomically; a run loads the cells
+it finds valid and computes only the missing or corrupt ones, in parallel processes (``workers``) or on
+a Ray cluster (``backend="ray"``, the optional ``ray`` extra; ``address`` picks the cluster).
+
+Workloads: named loads at N = 4 replay the committed evaluation suites (``load_suite``); other
+scenarios (more nodes, a numeric load) draw seeded workloads on the evaluation curves, reproducibly from
+the cell; ``stress`` is the fixed stress scenario.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from benchmarks import RESULTS_DIR
+from core_env.config import LOADS, EnvConfig
+from core_env.curves import bank_for
+from core_env.workload import SUITE_EPISODES, Workload, draw_workload, load_suite, stress_workload
+
+#: Bump when a cell's result would change for the same key (invalidates every cached cell).
+FORMAT = 1
+CELL_DIR = RESULTS_DIR / "cells"
+#: Per-episode statistics kept in a cell's result.
+EPISODE_STATS = ("completion_rate", "completed", "arrived", "failed", "rejected", "node_utilization", "busy_node_steps",
+                 "wasted_node_steps", "switches", "conflicts", "invalid_actions", "t")
+_DRAWN_SEED = 20261129
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One agent row × training seed × scenario × evaluation root (see the module docstring)."""
+
+    agent: str
+    task_set: str = "id"
+    load: str | float = "train"
+    root: int = 0
+    seed: int = 0
+    env: tuple[tuple[str, Any], ...] = ()  # EnvConfig overrides as sorted (name, value) pairs
+    episodes: int = SUITE_EPISODES
+
+    @property
+    def key(self) -> str:
+        text = json.dumps([FORMAT, dataclasses.asdict(self)], sort_keys=True, default=list)
+        return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+    def config(self) -> EnvConfig:
+        overrides = dict(self.env)
+        return EnvConfig(task_set=self.task_set, load=self.load, **overrides)
+
+    def workloads(self) -> list[Workload]:
+        config = self.config()
+        if self.task_set == "stress":
+            return [stress_workload(config.n_nodes)]
+        if isinstance(self.load, str) and self.load in LOADS and config.n_nodes == EnvConfig().n_nodes:
+            return [load_suite(self.task_set, self.load, self.root, e) for e in range(self.episodes)]
+        bank = bank_for(self.task_set, "eval", config.curve_source)
+        tag = zlib.crc32(f"{self.task_set}|{self.load}|{config.n_nodes}".encode())
+        return [draw_workload(bank, config.arrival_probability, config.arrival_steps, np.random.default_rng([_DRAWN_SEED, tag, self.root, e]))
+                for e in range(self.episodes)]
+
+
+def run_cell(cell: Cell) -> dict[str, Any]:
+    """Play the cell's episodes with its agent (one batch); the JSON-ready result."""
+    from benchmarks.agents import make_agent
+    from benchmarks.rollout import run_agent
+
+    start = time.perf_counter()
+    workloads = cell.workloads()
+    agent = make_agent(cell.agent, cell.seed)
+    stats, decision_s, decisions = run_agent(agent, workloads, cell.config(), timed=True)
+    episodes = [{key: stats[key][i].item() for key in EPISODE_STATS} for i in range(len(workloads))]
+    means = {key: float(np.mean([e[key] for e in episodes])) for key in EPISODE_STATS}
+    return {"format": FORMAT, "key": cell.key, "cell": dataclasses.asdict(cell), "episodes": episodes, "mean": means,
+            "feasibility_bound": float(np.mean([w.feasibility_bound() for w in workloads])),
+            "decision_ms": 1e3 * decision_s / max(decisions, 1), "wall_s": time.perf_counter() - start}
+
+
+class CellStore:
+    """Cell results as JSON files under ``directory`` (atomic writes; corrupt files count as missing)."""
+
+    def __init__(self, directory: Path = CELL_DIR) -> None:
+        self.directory = Path(directory)
+
+    def path(self, cell: Cell) -> Path:
+        return self.directory / f"{cell.key}.json"
+
+    def load(self, cell: Cell) -> dict[str, Any] | None:
+        """The cached result, or None when it is missing, unreadable or not this cell's."""
+        try:
+            result = json.loads(self.path(cell).read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(result, dict) or result.get("format") != FORMAT or result.get("key") != cell.key \
+                or not isinstance(result.get("episodes"), list) or len(result["episodes"]) == 0 or "mean" not in result:
+            return None
+        return result
+
+    def save(self, cell: Cell, result: dict[str, Any]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.path(cell)
+        temporary = path.with_suffix(f".tmp{os.getpid()}")
+        temporary.write_text(json.dumps(result, indent=0, sort_keys=True))
+        os.replace(temporary, path)
+
+
+def run_cells(cells: Iterable[Cell], store: CellStore | None = None, workers: int = 1, backend: str = "process",
+              address: str | None = None, progress: bool = True, runner: Callable[[Cell], dict[str, Any]] = run_cell) -> list[dict[str, Any]]:
+    """Results of ``cells`` in order: cached ones loaded, the others computed and cached as they finish.
+
+    Args:
+        cells: the cells (duplicates are computed once).
+        store: the cache (default ``benchmarks/results/cells``).
+        workers: parallel processes (``backend="process"``; 1 runs in this process).
+        backend: ``"process"`` or ``"ray"`` (needs ``pip install -e ".[ray]"``).
+        address: Ray cluster address (None starts or joins a local instance).
+        progress: show a progress bar.
+        runner: what computes one cell (tests substitute their own).
+    """
+    if backend not in ("process", "ray"):
+        raise ValueError(f"backend must be 'process' or 'ray', got {backend!r}")
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+    store = store or CellStore()
+    cells = list(cells)
+    results: dict[str, dict[str, Any]] = {}
+    missing: dict[str, Cell] = {}
+    for cell in cells:
+        cached = store.load(cell)
+        if cached is None:
+            missing[cell.key] = cell
+        else:
+            results[cell.key] = cached
+    bar = tqdm(total=len(missing), desc="cells", unit="cell", disable=not progress, leave=False)
+    for cell, result in _compute(list(missing.values()), workers, backend, address, runner):
+        result = json.loads(json.dumps(result, sort_keys=True))  # as a later run will load it
+        store.save(cell, result)
+        results[cell.key] = result
+        bar.update()
+    bar.close()
+    return [results[cell.key] for cell in cells]
+
+
+def _compute(cells: Sequence[Cell], workers: int, backend: str, address: str | None, runner: Callable[[Cell], dict[str, Any]]):
+    """Yield (cell, result) as cells finish."""
+    if not cells:
+        return
+    if backend == "ray":
+        yield from _compute_ray(cells, address, runner)
+    elif workers == 1:
+        for cell in cells:
+            yield cell, runner(cell)
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(runner, cell): cell for cell in cells}
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+
+
+def _compute_ray(cells: Sequence[Cell], address: str | None, runner: Callable[[Cell], dict[str, Any]]):
+    try:
+        import ray
+    except ImportError:
+        raise ImportError('the Ray backend needs ray: pip install -e ".[ray]"') from None
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = ray.remote(runner)
+        pending = {remote.remote(cell): cell for cell in cells}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            cell = pending.pop(done[0])
+            yield cell, ray.get(done[0])
+    finally:
+        if started:
+            ray.shutdown()

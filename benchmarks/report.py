@@ -1,0 +1,182 @@
+"""Run a cell-based suite (:mod:`benchmarks.paper`) and write its outputs: JSON, CSV, Markdown, PNG.
+
+``python -m benchmarks SUITE [--workers W] [--backend process|ray] [--address A] [--rows R ...]
+[--roots R] [--episodes E] [--out DIR]`` for SUITE in paper, stress, diagnostics, shaping, falsifier,
+scale. Outputs go to ``DIR/SUITE/`` (default ``benchmarks/results/SUITE/``): ``SUITE.json`` (summary,
+differences, missing rows, command, commit, machine, wall time), ``SUITE.csv`` (one line per episode),
+``SUITE.md`` (the tables) and the suite's figures. Cells are cached under ``DIR/cells/``, so rerunning
+after an interruption computes only what is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks import RESULTS_DIR, markdown_table
+from benchmarks.cells import EPISODE_STATS, CellStore, run_cells
+from benchmarks.paper import BOUND, SuiteSpec, rows_to_run, specs, summarize
+
+
+def machine() -> dict[str, Any]:
+    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine()}
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def run_suite(spec: SuiteSpec, out: Path = RESULTS_DIR, rows: Sequence[str] | None = None, workers: int = 1, backend: str = "process",
+              address: str | None = None, progress: bool = True, argv: Sequence[str] = ()) -> dict[str, Any]:
+    """Run (or resume) one suite and write its outputs; returns the JSON payload."""
+    start = time.perf_counter()
+    rows, missing = rows_to_run(spec, rows)
+    if not rows:
+        raise ValueError(f"suite {spec.name}: no row can run (missing checkpoints for {missing})")
+    cells = spec.cells(rows)
+    results = run_cells(cells, CellStore(out / "cells"), workers=workers, backend=backend, address=address, progress=progress)
+    summary = summarize(spec, results, rows)
+    payload = {"suite": spec.name, "command": "python -m benchmarks " + " ".join([spec.name, *argv]), "commit": commit(), "machine": machine(),
+               "wall_s": time.perf_counter() - start, "cells": len(cells), "rows": rows, "missing": missing,
+               "scenarios": [s.name for s in spec.scenarios], "roots": spec.roots, **summary}
+    directory = out / spec.name
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{spec.name}.json").write_text(json.dumps(payload, indent=1) + "\n")
+    _write_csv(directory / f"{spec.name}.csv", results)
+    (directory / f"{spec.name}.md").write_text(tables(payload) + "\n")
+    payload["figures"] = [str(p) for p in figures(spec, payload, results, directory)]
+    return payload
+
+
+def _write_csv(path: Path, results: Sequence[dict[str, Any]]) -> None:
+    fields = ["agent", "seed", "task_set", "load", "env", "root", "episode", *EPISODE_STATS]
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for result in results:
+            cell = result["cell"]
+            for i, episode in enumerate(result["episodes"]):
+                writer.writerow({"agent": cell["agent"], "seed": cell["seed"], "task_set": cell["task_set"], "load": cell["load"],
+                                 "env": json.dumps(cell["env"]), "root": cell["root"], "episode": i, **episode})
+
+
+def _cell_text(entry: dict[str, float]) -> str:
+    return f"{entry['mean']:.1f} ± {entry['sd']:.1f}" if entry["n"] > 1 else f"{entry['mean']:.1f}"
+
+
+def tables(payload: dict[str, Any]) -> str:
+    """The suite's Markdown tables: completion, bound, diagnostics (diagnostics suite), differences."""
+    every = list(next(iter(payload["table"].values())))
+    heavy = [c for c in every if c.startswith("average/")]
+    columns = [c for c in every if "/x" not in c]
+
+    def completion(columns: list[str]) -> str:
+        rows = [(row, *(_cell_text(cells[c]) if c in cells else "—" for c in columns)) for row, cells in payload["table"].items()]
+        rows.append((f"independent-feasibility {BOUND}", *(_cell_text(payload["bound"][c]) if c in payload["bound"] else "—" for c in columns)))
+        return markdown_table(("agent", *columns), rows)
+
+    text = [f"Completion % (mean ± sd over evaluation roots, × 3 training seeds for learned rows); `{payload['command']}`, commit {payload['commit']}",
+            "", completion(columns)]
+    if len(heavy) > 1:
+        text += ["", "Heavier loads (equal-weight average of id, rl_ood, vit_ood; per task set in the JSON and CSV):", "", completion(heavy)]
+    if payload["suite"] == "diagnostics":
+        diag = payload["diagnostics"]
+        text += ["", f"Diagnostics on {columns[0]} (per episode, mean over cells):", "",
+                 markdown_table(("agent", "node utilization", "node-steps wasted on failed tasks", "switches", "conflicts", "decision ms / batched step"),
+                                [(row, f"{d['node_utilization']:.3f}", f"{d['wasted_node_steps']:.1f}", f"{d['switches']:.1f}", f"{d['conflicts']:.1f}",
+                                  f"{d['decision_ms']:.2f}") for row, d in diag.items()])]
+    if payload["differences"]:
+        text += ["", "Paired differences (percentage points; bootstrap 95% CI; sign-flip permutation p):", "",
+                 markdown_table(("difference", "scenario", "mean", "95% CI", "p", "pairs"),
+                                [(f"{d['a']} − {d['b']}", d["scenario"], f"{d['mean']:+.1f}", f"[{d['ci_low']:+.1f}, {d['ci_high']:+.1f}]",
+                                  f"{d['p_value']:.4f}", d["n"]) for d in payload["differences"]])]
+    if payload["missing"]:
+        text += ["", f"Left out (no shipped checkpoint): {', '.join(payload['missing'])}."]
+    text += ["", f"{payload['cells']} cells; wall time {payload['wall_s']:.0f} s on {payload['machine']['cpus']} CPUs ({payload['machine']['processor']})."]
+    return "\n".join(text)
+
+
+def figures(spec: SuiteSpec, payload: dict[str, Any], results: Sequence[dict[str, Any]], directory: Path) -> list[Path]:
+    """Completion by agent and scenario with error bars (every suite); completion vs load (paper)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    paths = []
+    table = payload["table"]
+    names = [s.name for s in spec.scenarios if "/x" not in s.name][:4]
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(table) * max(len(names), 1)), 3.6))
+    width = 0.8 / max(len(names), 1)
+    for j, name in enumerate(names):
+        xs = [i + j * width for i in range(len(table))]
+        ax.bar(xs, [cells[name]["mean"] for cells in table.values()], width, yerr=[cells[name]["sd"] for cells in table.values()], label=name, capsize=2)
+    ax.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(table))], list(table), rotation=45, ha="right")
+    ax.set_ylabel("completion %")
+    ax.set_title(f"{spec.name}: completion by agent (mean ± sd over cells)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    paths.append(directory / f"{spec.name}_completion.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    loads = [c.split("/", 1)[1] for c in next(iter(table.values())) if c.startswith("average/")]
+    if len(loads) > 1:
+        paths.append(_load_figure(spec, table, loads, directory, plt))
+    return paths
+
+
+def _load_figure(spec: SuiteSpec, table: dict[str, Any], loads: list[str], directory: Path, plt) -> Path:
+    """Completion (average over task sets) against load, one line per row."""
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for row, cells in table.items():
+        ax.errorbar(loads, [cells[f"average/{load}"]["mean"] for load in loads], yerr=[cells[f"average/{load}"]["sd"] for load in loads],
+                    marker="o", capsize=2, label=row)
+    ax.set_xlabel("load")
+    ax.set_ylabel("completion % (average of task sets)")
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    path = directory / f"{spec.name}_load.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main_for(name: str):
+    """The ``main(argv)`` of suite ``name``."""
+    def main(argv: Sequence[str] = ()) -> int:
+        spec = specs()[name]
+        parser = argparse.ArgumentParser(prog=f"python -m benchmarks {name}", description=f"Run the {name} suite (cached per cell; resumable).")
+        parser.add_argument("--workers", type=int, default=1, help="parallel processes (default 1)")
+        parser.add_argument("--backend", choices=("process", "ray"), default="process", help="where cells run (ray: pip install -e '.[ray]')")
+        parser.add_argument("--address", default=None, help="Ray cluster address (default: a local instance)")
+        parser.add_argument("--rows", nargs="+", default=None, help=f"agent rows (default: {' '.join(spec.rows)})")
+        parser.add_argument("--roots", type=int, default=spec.roots, help="evaluation roots (default 5)")
+        parser.add_argument("--episodes", type=int, default=None, help="episodes per root (default: all of the suite file's)")
+        parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (cells are cached in OUT/cells)")
+        args = parser.parse_args(argv)
+        run_spec = SuiteSpec(spec.name, spec.rows, spec.scenarios, args.roots, args.episodes)
+        payload = run_suite(run_spec, args.out, args.rows, args.workers, args.backend, args.address, argv=argv)
+        print(tables(payload))
+        print(f"\nwrote {args.out / name}/ ({', '.join(Path(p).name for p in payload['figures'])})")
+        return 0
+
+    return main
+
+
+if __name__ == "__main__":
+    sys.exit(main_for(sys.argv[1])(sys.argv[2:]))

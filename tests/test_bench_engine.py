@@ -1,0 +1,119 @@
+"""The cell engine and the cell-based suites: caching, resume, corrupt cells, outputs, Ray backend."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from benchmarks import report
+from benchmarks.cells import Cell, CellStore, run_cell, run_cells
+from benchmarks.paper import Scenario, SuiteSpec, specs, summarize
+
+TINY = SuiteSpec("paper", ("edf", "lara"), (Scenario("id/train"), Scenario("rl_ood/train", "rl_ood")), roots=2, episodes=1)
+
+
+class CountingRunner:
+    """run_cell that counts its calls and can fail after ``fail_after`` cells (an interruption)."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.calls, self.fail_after = 0, fail_after
+
+    def __call__(self, cell: Cell):
+        if self.fail_after is not None and self.calls >= self.fail_after:
+            raise KeyboardInterrupt("interrupted")
+        self.calls += 1
+        return run_cell(cell)
+
+
+def test_a_cell_replays_the_committed_suite_and_caches_its_result(tmp_path):
+    cell = Cell("edf", "id", "train", root=1, episodes=2)
+    store = CellStore(tmp_path)
+    runner = CountingRunner()
+    first = run_cells([cell, cell], store, runner=runner, progress=False)
+    assert runner.calls == 1 and first[0] == first[1]
+    assert len(first[0]["episodes"]) == 2 and 0 < first[0]["mean"]["completion_rate"] < 1
+    again = run_cells([cell], store, runner=runner, progress=False)
+    assert runner.calls == 1 and again[0] == first[0]
+
+
+def test_corrupt_or_foreign_cells_are_recomputed(tmp_path):
+    cell, other = Cell("edf", root=0, episodes=1), Cell("fifo", root=0, episodes=1)
+    store = CellStore(tmp_path)
+    run_cells([cell, other], store, progress=False)
+    store.path(cell).write_text("{ not json")
+    foreign = json.loads(store.path(other).read_text())
+    store.path(other).write_text(json.dumps({**foreign, "key": "someone-else"}))
+    runner = CountingRunner()
+    run_cells([cell, other], store, runner=runner, progress=False)
+    assert runner.calls == 2
+
+
+def test_an_interrupted_run_resumes_to_the_same_tables_without_redoing_finished_cells(tmp_path):
+    cells = TINY.cells()
+    with pytest.raises(KeyboardInterrupt):
+        run_cells(cells, CellStore(tmp_path / "resumed"), runner=CountingRunner(fail_after=3), progress=False)
+    resumed_runner = CountingRunner()
+    resumed = run_cells(cells, CellStore(tmp_path / "resumed"), runner=resumed_runner, progress=False)
+    assert resumed_runner.calls == len(cells) - 3
+    straight = run_cells(cells, CellStore(tmp_path / "straight"), progress=False)
+    strip = lambda results: [{k: v for k, v in r.items() if k != "wall_s" and k != "decision_ms"} for r in results]  # noqa: E731
+    assert strip(resumed) == strip(straight)
+    assert summarize(TINY, resumed, TINY.rows)["table"] == summarize(TINY, straight, TINY.rows)["table"]
+
+
+def test_parallel_workers_give_the_serial_results(tmp_path):
+    cells = TINY.cells()[:4]
+    serial = run_cells(cells, CellStore(tmp_path / "a"), progress=False)
+    parallel = run_cells(cells, CellStore(tmp_path / "b"), workers=2, progress=False)
+    assert [r["episodes"] for r in serial] == [r["episodes"] for r in parallel]
+
+
+def test_a_tiny_suite_writes_every_output(tmp_path):
+    payload = report.run_suite(TINY, tmp_path, progress=False)
+    out = tmp_path / "paper"
+    for name in ("paper.json", "paper.csv", "paper.md", "paper_completion.png"):
+        assert (out / name).stat().st_size > 0, name
+    saved = json.loads((out / "paper.json").read_text())
+    assert saved["rows"] == ["edf", "lara"] and set(saved["table"]["edf"]) == {"id/train", "rl_ood/train"}
+    assert saved["table"]["edf"]["id/train"]["n"] == 2
+    assert [d["a"] + "-" + d["b"] for d in saved["differences"]] == ["lara-edf", "lara-edf"]
+    csv_lines = (out / "paper.csv").read_text().splitlines()
+    assert len(csv_lines) == 1 + 2 * 2 * 2  # rows × scenarios × roots × 1 episode
+    assert "| edf |" in (out / "paper.md").read_text() and payload["missing"] == []
+
+
+def test_learned_rows_without_checkpoints_are_listed_not_fatal(tmp_path, monkeypatch):
+    from benchmarks import agents, paper
+
+    monkeypatch.setattr(agents, "CHECKPOINT_DIR", tmp_path / "none")
+    spec = SuiteSpec("stress", ("edf", "mara"), (Scenario("stress", "stress"),))
+    rows, missing = paper.rows_to_run(spec)
+    assert rows == ["edf"] and missing == ["mara"]
+
+
+def test_every_suite_defines_cells_for_its_rows():
+    every = specs()
+    assert set(every) == {"paper", "stress", "diagnostics", "shaping", "falsifier", "scale"}
+    paper = every["paper"]
+    assert len({(c.task_set, c.load) for c in paper.cells(["edf"])}) == 12
+    assert {c.seed for c in paper.cells(["mara"])} == {0, 1, 2}
+    scale = [c for c in every["scale"].cells(["edf"]) if dict(c.env).get("n_nodes") == 8]
+    assert scale and scale[0].config().n_slots == 32 and len(scale[0].workloads()) == 4
+
+
+def test_bad_engine_arguments_raise(tmp_path):
+    with pytest.raises(ValueError, match="backend"):
+        run_cells([], CellStore(tmp_path), backend="spark")
+    with pytest.raises(ValueError, match="workers"):
+        run_cells([], CellStore(tmp_path), workers=0)
+
+
+def test_ray_backend_runs_cells_on_a_local_instance(tmp_path):
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    cells = [Cell("edf", root=r, episodes=1) for r in range(2)]
+    via_ray = run_cells(cells, CellStore(tmp_path / "ray"), backend="ray", progress=False)
+    local = run_cells(cells, CellStore(tmp_path / "local"), progress=False)
+    assert [r["episodes"] for r in via_ray] == [r["episodes"] for r in local]
+    assert np.isfinite(via_ray[0]["mean"]["completion_rate"])
