@@ -6,7 +6,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 
 from core_env import features
 from core_env.config import EnvConfig

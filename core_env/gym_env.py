@@ -53,7 +53,7 @@ class DiscreteCoREEnv(gym.Env):
         if not self.episode.started:
             raise RuntimeError("call reset() before step()")
         array = np.asarray(action)
-        n, k = self.config.n_nodes, self.config.n_slots
+        n = self.config.n_nodes
         if array.shape != (n,):
             raise ValueError(f"action must have shape ({n},), one entry per node, got shape {array.shape}")
         if array.dtype.kind not in "iu":

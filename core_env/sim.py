@@ -362,7 +362,7 @@ class Simulator:
     def _admit_arrivals(self) -> np.ndarray:
         """Insert tasks whose arrival step is the current ``t`` into the lowest free slots; (B,) rejections."""
         rejected = np.zeros(self.B, np.int64)
-        f, w = self._f, self._wl_flat
+        w = self._wl_flat
         while True:
             due = self._next_arrival <= self.t
             if self._any_done:

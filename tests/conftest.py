@@ -10,6 +10,7 @@ import hashlib
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 
 from core_env import discrete_core_v0
 from core_env.curves import CurveBank
@@ -117,3 +118,14 @@ def trajectory_digest(trajectory) -> str:
 def parallel_trajectory_digest(seed: int, policy_seed: int = 0, **config) -> str:
     """Digest of one PettingZoo episode (used in-process and from a subprocess)."""
     return trajectory_digest(run_parallel(discrete_core_v0.parallel_env(**config), seed=seed, policy_seed=policy_seed))
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Run a torch test on one thread (deterministic timings and reductions), then restore the count."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -32,12 +32,7 @@ CENTERS = FlowConfig().bin_centers
 TINY = FlowConfig(history_steps=8, gru_hidden=8, context=16, velocity_hidden=32)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_model(seed: int = 0) -> FlowModel:

@@ -40,7 +40,7 @@ from core_env.wrappers import canonical_space, ObservationWrapper
 from mara_agents.predictors.cache import PredictionCache, SlotTasks
 from mara_agents.protocols import DemandSummary, Predictor
 
-__all__ = ["DEMAND_SPREAD", "PREDICTED_DEMAND", "PREDICTOR_FEATURE_NAMES", "P_WITHIN_BUDGET", "GymPredictorFeatures", "PredictorFeatures",
+__all__ = ["cache_features", "observed_features", "DEMAND_SPREAD", "PREDICTED_DEMAND", "PREDICTOR_FEATURE_NAMES", "P_WITHIN_BUDGET", "GymPredictorFeatures", "PredictorFeatures",
            "SlotPredictions", "predictor_observations", "summary_features"]
 
 #: The per-slot predictor features, in order.
@@ -110,17 +110,27 @@ class SlotPredictions:
         if self._workloads is not sim.workloads:  # new episodes: a new workload list
             self._workloads = sim.workloads
             self.cache.reset()
-        cache = self.cache
-        cache.update(SlotTasks.of_simulator(sim), sim.remaining_demand() if self.predictor.needs_oracle else None)
-        demand = _demand_features(cache.median, cache.q25, cache.q75, self.cap)
-        out = np.concatenate([demand, cache.p_within_budget[..., None]], axis=-1)
-        out *= sim.active[..., None]
-        return out
+        self.cache.update(SlotTasks.of_simulator(sim), sim.remaining_demand() if self.predictor.needs_oracle else None)
+        return cache_features(self.cache, sim.active, self.cap)
 
     def observed(self, sim: Simulator) -> np.ndarray:
         """(B, 3K) float32 the features as observed: clipped into the observation space's bounds."""
-        # float32 rounding is monotonic, so values clipped in float64 stay within the float32 bounds.
-        return np.clip(self(sim), 0.0, self.high.astype(np.float64)).astype(np.float32).reshape(sim.B, -1)
+        return observed_features(self(sim), self.cap)
+
+
+def cache_features(cache: PredictionCache, active: np.ndarray, cap: float) -> np.ndarray:
+    """(B, K, 3) float64 the features of a :class:`PredictionCache`'s current predictions (0 for empty slots)."""
+    demand = _demand_features(cache.median, cache.q25, cache.q75, cap)
+    out = np.concatenate([demand, cache.p_within_budget[..., None]], axis=-1)
+    out *= active[..., None]
+    return out
+
+
+def observed_features(values: np.ndarray, cap: float) -> np.ndarray:
+    """(B, 3K) float32: (B, K, 3) features clipped into the observation space's bounds, flattened per env."""
+    high = np.array([cap / features.TIME_SCALE, cap / features.TIME_SCALE, 1.0])
+    # float32 rounding is monotonic, so values clipped in float64 stay within the float32 bounds.
+    return np.clip(values, 0.0, high).astype(np.float32).reshape(values.shape[0], -1)
 
 
 def predictor_observations(sim: Simulator, predictions: SlotPredictions, history: int | None = None) -> tuple[np.ndarray, np.ndarray]:

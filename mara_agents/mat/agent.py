@@ -1,0 +1,188 @@
+"""A trained MAT policy behind the :class:`mara_agents.protocols.Agent` interface.
+
+Like every agent, :class:`MATAgent` sees only the env observation (B, N, D) and the action mask. A
+policy trained on predictor features (``mara``: flow matching, ``mara-wls``: WLS) needs those features
+too, so the agent rebuilds them itself: :class:`mara_agents.allocators.observed.ObservedTasks`
+reconstructs each task's full reported-loss history from consecutive observations (the predictive
+baselines use the same reconstruction), a :class:`mara_agents.predictors.cache.PredictionCache`
+predicts the tasks whose history changed, and the three per-slot features are formed exactly as
+:class:`mara_agents.predictors.features.SlotPredictions` forms them during training (losses pass
+through the float32 observation, so they agree to float32 precision). Consequently the agent must see
+every step of an episode in order, and :meth:`reset` must be called before each new batch of episodes
+(the rollout helpers and :class:`~mara_agents.protocols.PettingZooPolicy` do).
+
+Example::
+
+    agent = MATAgent.load("runs/mara_s0/mat.pt")       # or the run directory
+    stats = benchmarks.rollout.run_agent(agent, workloads)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from core_env.config import EnvConfig
+from core_env.npz import write_atomic
+from mara_agents.mat.model import (
+    PREDICTOR_FEATURES,
+    MATConfig,
+    MATModel,
+    parse_observation,
+)
+from mara_agents.protocols import Agent
+
+POLICY_FORMAT = "mara_agents.mat/1"
+POLICY_FILE = "mat.pt"
+
+
+def make_predictor(name: str | None):
+    """The predictor behind a feature set (``"fm"``, ``"wls"``; None: no predictor features)."""
+    if name is None:
+        return None
+    from mara_agents.predictors import PREDICTORS
+
+    return PREDICTORS[name]()
+
+
+def save_policy(model: MATModel, path: Path | str, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Write the policy checkpoint ``path`` and its manifest (``path`` with .json) atomically; return the manifest.
+
+    The checkpoint holds the format tag, the :class:`MATConfig` and the weights; the manifest adds the
+    sha256 of the checkpoint bytes, the torch version, the parameter count and ``manifest``'s entries.
+    """
+    path = Path(path)
+    buffer = io.BytesIO()
+    torch.save({"format": POLICY_FORMAT, "config": model.config.to_dict(), "model": model.state_dict()}, buffer)
+    data = buffer.getvalue()
+    write_atomic(path, data)
+    manifest = {"format": POLICY_FORMAT, "weights": path.name, "sha256": hashlib.sha256(data).hexdigest(), "torch": torch.__version__,
+                "model_config": model.config.to_dict(), "parameters": model.parameter_count(), **manifest}
+    write_atomic(path.with_suffix(".json"), (json.dumps(manifest, indent=1, sort_keys=True, default=str) + "\n").encode())
+    return manifest
+
+
+def load_policy(path: Path | str, device: str = "cpu") -> tuple[MATModel, dict[str, Any]]:
+    """Load a policy checkpoint (``mat.pt``, or a run directory holding one) and its manifest, if any.
+
+    Raises:
+        ValueError: missing file, another format, a checksum that does not match the manifest, or
+            weights that do not fit the stored configuration.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / POLICY_FILE
+    if not path.exists():
+        raise ValueError(f"MAT checkpoint {path} is missing")
+    data = path.read_bytes()
+    manifest: dict[str, Any] = {}
+    manifest_path = path.with_suffix(".json")
+    if manifest_path.exists():
+        manifest = json.loads(manifest_path.read_text())
+        actual = hashlib.sha256(data).hexdigest()
+        if manifest.get("sha256") != actual:
+            raise ValueError(f"checksum mismatch for MAT checkpoint {path}: manifest says sha256 {manifest.get('sha256')}, file has {actual}")
+    try:
+        state = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
+    except Exception as error:  # truncated or foreign files raise various torch/pickle errors
+        raise ValueError(f"MAT checkpoint {path} could not be read: {error}") from error
+    if not isinstance(state, dict) or state.get("format") != POLICY_FORMAT:
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise ValueError(f"{path} is not a MAT policy checkpoint (format {found!r}, expected {POLICY_FORMAT!r})")
+    config = MATConfig.from_dict(state.get("config"))
+    model = MATModel(config)
+    try:
+        model.load_state_dict(state["model"], strict=True)
+    except RuntimeError as error:
+        raise ValueError(f"MAT checkpoint {path} does not fit its configuration {config.to_dict()}: {error}") from error
+    return model.to(device).eval(), manifest
+
+
+class MATAgent(Agent):
+    """A MAT policy as a batched scheduler (any N and K; the env's history H must match training).
+
+    Args:
+        model: the policy network (its config says which predictor features it expects).
+        deterministic: argmax per node under the autoregressive masks; else sample with a seeded
+            torch generator.
+        seed: seed of that generator.
+        predictor: the predictor behind the features (default: a fresh one of the configured kind;
+            ``"fm"`` loads the shipped flow-matching checkpoint).
+        device: torch device of the model.
+        manifest: the checkpoint's manifest (kept for reference as :attr:`manifest`).
+    """
+
+    def __init__(self, model: MATModel, deterministic: bool = True, seed: int = 0, predictor=None,
+                 device: str = "cpu", manifest: dict[str, Any] | None = None) -> None:
+        self.model = model.to(device).eval()
+        self.config: MATConfig = model.config
+        self.deterministic, self.device = deterministic, torch.device(device)
+        self.manifest = manifest or {}
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.predictor = predictor
+        if self.config.predictor is not None and predictor is None:
+            self.predictor = make_predictor(self.config.predictor)
+        self._observed = self._cache = None
+
+    @classmethod
+    def load(cls, path: Path | str, deterministic: bool = True, device: str = "cpu", seed: int = 0,
+             env_config: EnvConfig | None = None, predictor=None) -> MATAgent:
+        """The agent of a checkpoint written by the trainer (``mat.pt`` or its run directory).
+
+        With ``env_config``, the checkpoint is checked against that environment up front (ValueError
+        naming the mismatch); otherwise :meth:`act` checks each observation's layout.
+        """
+        model, manifest = load_policy(path, device)
+        if env_config is not None and env_config.history != model.config.history:
+            raise ValueError(f"MAT checkpoint {path} was trained with history H={model.config.history} reported losses per slot, "
+                             f"the environment has history={env_config.history}")
+        return cls(model, deterministic=deterministic, seed=seed, predictor=predictor, device=device, manifest=manifest)
+
+    def reset(self, batch_size: int, n_nodes: int, n_slots: int) -> None:
+        if self.predictor is not None:
+            from mara_agents.allocators.observed import ObservedTasks
+            from mara_agents.predictors.cache import PredictionCache
+
+            self._observed, self._cache = ObservedTasks(), PredictionCache(self.predictor)
+            self._observed.reset(batch_size, n_slots)
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray, oracle: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        observation, action_mask = np.asarray(observation), np.asarray(action_mask)
+        if observation.ndim != 3 or action_mask.ndim != 3 or observation.shape[:2] != action_mask.shape[:2]:
+            raise ValueError(f"expected observation (B, N, D) and action_mask (B, N, K+1), got {observation.shape} and {action_mask.shape}")
+        B, N, D = observation.shape
+        K = action_mask.shape[2] - 1
+        expected = self.config.env_obs_dim(K)
+        if D != expected:
+            hint = (" (these observations already carry predictor features: pass the plain env observation, the agent adds them)"
+                    if D == expected + PREDICTOR_FEATURES * K else "")
+            raise ValueError(f"observation length D={D} does not fit this MAT checkpoint: it reads env observations with history "
+                             f"H={self.config.history}, i.e. D={expected} for K={K} slots{hint}")
+        if self.predictor is not None:
+            if self._observed is None:
+                self.reset(B, N, K)
+            observation = np.concatenate([observation, np.broadcast_to(self._predictor_features(observation, K), (B, N, PREDICTOR_FEATURES * K))], axis=2)
+        tokens = parse_observation(observation, K, self.config)
+        if self.device.type != "cpu":
+            tokens = type(tokens)(*(t.to(self.device) for t in tokens))
+        mask = torch.as_tensor(action_mask.astype(bool), device=self.device)
+        with torch.inference_mode():
+            actions, *_ = self.model.act(tokens, mask, self.deterministic, self.generator)
+        return actions.cpu().numpy().astype(np.int64, copy=False)
+
+    def _predictor_features(self, observation: np.ndarray, n_slots: int) -> np.ndarray:
+        """(B, 1, 3K) float32 per-slot predictor features, as SlotPredictions.observed computes them."""
+        from mara_agents.predictors.features import cache_features, observed_features
+
+        self._observed.update(observation, n_slots)
+        tasks = self._observed.slot_tasks()
+        self._cache.update(tasks)
+        cap = float(self.predictor.horizon)
+        return observed_features(cache_features(self._cache, tasks.active, cap), cap)[:, None, :]

@@ -1,0 +1,365 @@
+"""The Multi-Agent Transformer (MAT) policy/value network for core_env, pointer-style.
+
+**Tokens.** Each node's observation (the layout of :func:`core_env.features.observations`, optionally
+followed by 3 predictor features per slot as in :func:`mara_agents.predictors.features.predictor_observations`)
+is parsed into
+
+* one *node token* per node: node index, speed, "was idle last step", and the 3 global features
+  (time, arrival window left, active share), plus a pointer to the slot it served last step (the
+  embedding of that slot token is added);
+* one *slot token* per slot, shared by all nodes: the slot's F = 8 + H env features, followed by its
+  3 predictor features when the layout has them.
+
+No weight depends on N or K, so a model trained with N = 4, K = 16 runs on other cluster sizes.
+
+**Encoder.** Pre-LN transformer layers over the N + K tokens (empty slots are not attended to). A
+per-node value head reads each node token (values are in the trainer's normalized units).
+
+**Decoder.** Autoregressive over nodes in the fixed order 0..N-1 (MAT): node i's input is its encoder
+token plus an embedding of node i-1's action (a start token for node 0; for a task, a projection of
+the chosen slot's encoded token; a learned idle vector). Causal self-attention over nodes, then
+cross-attention to the encoded slots. Logits are *pointers*: the scaled dot product of node i's
+output with each slot token's key and with a learned idle key.
+
+**Masking.** While acting, the env mask is intersected with "not taken by an earlier node" (idle is
+always allowed), so no two nodes ever take one task. The masks actually applied are returned, and
+:meth:`MATModel.evaluate_actions` (teacher forcing: one decoder pass with the actions shifted by one
+node) reproduces the very same masked distributions from them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core_env import features
+
+#: Predictor feature sets a model can be trained on (None: env features only).
+PREDICTOR_CHOICES = ("fm", "wls", None)
+#: Predictor features per slot appended after the env observation.
+PREDICTOR_FEATURES = 3
+#: Inputs of a node token: node index, speed, idle last step, then the 3 global features.
+NODE_INPUTS = 3 + features.GLOBAL_FEATURES
+_MASKED = -1e9  # logit of a masked action: exp() underflows to exactly 0 in float32
+
+
+@dataclasses.dataclass(frozen=True)
+class MATConfig:
+    """Observation layout and architecture (stored with every checkpoint).
+
+    Attributes:
+        history: H, reported log losses per slot in the env observation.
+        predictor: ``"fm"``, ``"wls"`` or None: which predictor's 3 per-slot features follow the env
+            observation (None: none do).
+        d_model, n_heads, enc_layers, dec_layers: transformer sizes.
+    """
+
+    history: int = 8
+    predictor: str | None = None
+    d_model: int = 64
+    n_heads: int = 2
+    enc_layers: int = 1
+    dec_layers: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("history", "d_model", "n_heads", "enc_layers", "dec_layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"MATConfig.{name} must be an int >= 1, got {value!r}")
+        if self.predictor not in PREDICTOR_CHOICES:
+            raise ValueError(f"MATConfig.predictor must be one of {list(PREDICTOR_CHOICES)}, got {self.predictor!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"MATConfig.d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+
+    @property
+    def slot_inputs(self) -> int:
+        """Features of one slot token: the env's F plus the predictor's 3 when present."""
+        return features.slot_width(self.history) + (PREDICTOR_FEATURES if self.predictor else 0)
+
+    def env_obs_dim(self, n_slots: int) -> int:
+        """D of the plain env observation with K = ``n_slots`` (no predictor features)."""
+        return features.obs_dim(n_slots, self.history)
+
+    def obs_dim(self, n_slots: int) -> int:
+        """D of the observation this model reads (env observation plus predictor features, if any)."""
+        return self.env_obs_dim(n_slots) + (PREDICTOR_FEATURES * n_slots if self.predictor else 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> MATConfig:
+        """Rebuild a config, raising ValueError on missing or unknown keys and bad values."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict) or set(data) != names:
+            found = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise ValueError(f"MAT config keys {found} do not match the expected {sorted(names)}")
+        return cls(**data)
+
+
+class Tokens(NamedTuple):
+    """A batch of parsed observations (what the rollout buffer stores)."""
+
+    nodes: torch.Tensor  # (B, N, NODE_INPUTS) float32
+    slots: torch.Tensor  # (B, K, slot_inputs) float32 (node 0's copy: every node sees the same table)
+    last: torch.Tensor  # (B, N) int64 slot served last step, -1 when idle
+
+
+def parse_observation(observation: np.ndarray | torch.Tensor, n_slots: int, config: MATConfig) -> Tokens:
+    """Split (B, N, D) observations into :class:`Tokens`; ValueError if D does not fit the layout."""
+    obs = torch.as_tensor(observation, dtype=torch.float32)
+    if obs.ndim != 3:
+        raise ValueError(f"observation must have shape (B, N, D), got {tuple(obs.shape)}")
+    B, _, D = obs.shape
+    expected = config.obs_dim(n_slots)
+    if D != expected:
+        what = f"{config.predictor!r} predictor features" if config.predictor else "no predictor features"
+        raise ValueError(f"observation length D={D} does not fit this MAT model's layout: K={n_slots} slots, history "
+                         f"H={config.history}, {what} -> D={expected}")
+    start, width = features.SLOT_TABLE_START, features.slot_width(config.history)
+    table = obs[:, 0, start : start + n_slots * width].reshape(B, n_slots, width)
+    if config.predictor:
+        extra = obs[:, 0, start + n_slots * width :].reshape(B, n_slots, PREDICTOR_FEATURES)
+        table = torch.cat([table, extra], dim=2)
+    last = torch.round(obs[..., 2] * n_slots).long() - 1
+    idle = (last < 0).float().unsqueeze(-1)
+    nodes = torch.cat([obs[..., :2], idle, obs[..., features.NODE_FEATURES : start]], dim=2)
+    return Tokens(nodes.contiguous(), table.contiguous(), last)
+
+
+class Attention(nn.Module):
+    """Multi-head scaled dot-product attention with separate query and key/value inputs."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q, self.kv, self.out = nn.Linear(d, d), nn.Linear(d, 2 * d), nn.Linear(d, d)
+
+    def split(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, L, d) -> (B, heads, L, d / heads)."""
+        B, L, d = t.shape
+        return t.view(B, L, self.heads, d // self.heads).transpose(1, 2)
+
+    def keys_values(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Projected, split keys and values of ``memory`` (B, L, d)."""
+        B, L, _ = memory.shape
+        kv = self.kv(memory).view(B, L, 2, self.heads, -1).permute(2, 0, 3, 1, 4)  # (2, B, heads, L, d / heads)
+        return kv[0], kv[1]
+
+    def attend(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """x (B, Lq, d) attends to projected keys/values; mask broadcastable to (B, 1, Lq, Lk), True = attend."""
+        B, Lq, d = x.shape
+        y = F.scaled_dot_product_attention(self.split(self.q(x)), keys, values, attn_mask=mask)
+        return self.out(y.transpose(1, 2).reshape(B, Lq, d))
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        return self.attend(x, *self.keys_values(memory), mask)
+
+
+def _mlp(d_in: int, d: int, d_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(d_in, d), nn.ReLU(), nn.Linear(d, d_out))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = Attention(d, heads)
+        self.mlp = _mlp(d, 2 * d, d)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        y = self.ln1(x)
+        x = x + self.attn(y, y, mask)
+        return x + self.mlp(self.ln2(x))
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention over nodes, cross-attention to the encoded slots, MLP (pre-LN).
+
+    :meth:`forward` runs all nodes at once (teacher forcing); :meth:`step` runs one node with a cache of
+    the earlier nodes' keys and values (acting). Both compute the same function.
+    """
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.ln1, self.ln2, self.ln3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.self_attn, self.cross_attn = Attention(d, heads), Attention(d, heads)
+        self.mlp = _mlp(d, 2 * d, d)
+
+    def forward(self, x: torch.Tensor, causal: torch.Tensor, memory: tuple[torch.Tensor, torch.Tensor], memory_mask: torch.Tensor) -> torch.Tensor:
+        y = self.ln1(x)
+        x = x + self.self_attn(y, y, causal)
+        x = x + self.cross_attn.attend(self.ln2(x), *memory, memory_mask)
+        return x + self.mlp(self.ln3(x))
+
+    def step(self, x: torch.Tensor, cache: list[torch.Tensor | None], memory: tuple[torch.Tensor, torch.Tensor], memory_mask: torch.Tensor) -> torch.Tensor:
+        """One node x (B, 1, d); ``cache`` = [keys, values] of the earlier nodes (None at first), extended in place."""
+        y = self.ln1(x)
+        k, v = self.self_attn.keys_values(y)
+        if cache[0] is not None:
+            k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+        cache[0], cache[1] = k, v
+        x = x + self.self_attn.attend(y, k, v, None)
+        x = x + self.cross_attn.attend(self.ln2(x), *memory, memory_mask)
+        return x + self.mlp(self.ln3(x))
+
+
+class Encoded(NamedTuple):
+    """Encoder outputs reused by every decoder pass of one decision."""
+
+    nodes: torch.Tensor  # (B, N, d) node tokens
+    memory: list[tuple[torch.Tensor, torch.Tensor]]  # per decoder layer: cross-attention keys/values of [slots, null]
+    memory_mask: torch.Tensor  # (B, 1, 1, K + 1) True = attend (present slots and the null token)
+    keys: torch.Tensor  # (B, d, K + 1) pointer keys of [idle, slot 0 .. slot K-1], transposed and scaled by 1/sqrt(d)
+    actions: torch.Tensor  # (B, K + 2, d) decoder inputs: [start, idle, slot 0 .. slot K-1]
+    values: torch.Tensor  # (B, N) per-node values (normalized units)
+
+
+class MATModel(nn.Module):
+    """Encoder, autoregressive pointer decoder and per-node value head (see the module docstring)."""
+
+    def __init__(self, config: MATConfig, seed: int = 0) -> None:
+        super().__init__()
+        self.config = config
+        d, heads = config.d_model, config.n_heads
+        with torch.random.fork_rng(devices=[]):  # seeded initialization; the global RNG is left as it was
+            torch.manual_seed(seed)
+            self.node_in = nn.Sequential(nn.Linear(NODE_INPUTS, d), nn.ReLU(), nn.Linear(d, d))
+            self.slot_in = nn.Sequential(nn.Linear(config.slot_inputs, d), nn.ReLU(), nn.Linear(d, d))
+            self.last_slot = nn.Linear(d, d, bias=False)
+            self.type_embedding = nn.Parameter(torch.zeros(2, d))  # node, slot
+            self.encoder = nn.ModuleList(EncoderLayer(d, heads) for _ in range(config.enc_layers))
+            self.enc_norm = nn.LayerNorm(d)
+            self.value_head = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.LayerNorm(d), nn.Linear(d, 1))
+            self.start = nn.Parameter(torch.zeros(d))
+            self.idle_action = nn.Parameter(torch.zeros(d))
+            self.null_slot = nn.Parameter(torch.zeros(d))
+            self.action_in = nn.Linear(d, d, bias=False)
+            self.decoder = nn.ModuleList(DecoderLayer(d, heads) for _ in range(config.dec_layers))
+            self.dec_norm = nn.LayerNorm(d)
+            self.query = nn.Linear(d, d, bias=False)
+            self.key = nn.Linear(d, d, bias=False)
+            self.idle_key = nn.Parameter(torch.zeros(d))  # the pointer key of the idle action
+            self._initialize()
+
+    def _initialize(self) -> None:
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.orthogonal_(module.weight, gain=math.sqrt(2))
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        for p in (self.type_embedding, self.start, self.idle_action, self.null_slot):
+            nn.init.normal_(p, std=0.02)
+        nn.init.normal_(self.idle_key, std=1.0)
+        # Near-uniform initial policy (MAT: gain 0.01 on the action head), unit-gain value output.
+        nn.init.orthogonal_(self.query.weight, gain=0.01)
+        nn.init.orthogonal_(self.value_head[-1].weight, gain=1.0)
+
+    # ------------------------------------------------------------------ encoder
+    def encode(self, tokens: Tokens) -> Encoded:
+        nodes, slots, last = tokens
+        B, N, _ = nodes.shape
+        present = slots[..., features.PRESENT] > 0.5  # (B, K)
+        s = self.slot_in(slots) + self.type_embedding[1]
+        # Pointer to the slot each node served last step (no weight depends on K).
+        served = torch.gather(s, 1, last.clamp(min=0).unsqueeze(-1).expand(B, N, s.shape[2]))
+        n = self.node_in(nodes) + self.type_embedding[0] + self.last_slot(served) * (last >= 0).unsqueeze(-1)
+        x = torch.cat([n, s], dim=1)
+        mask = torch.cat([torch.ones(B, N, dtype=torch.bool), present], dim=1)[:, None, None, :]  # keys only
+        for layer in self.encoder:
+            x = layer(x, mask)
+        x = self.enc_norm(x)
+        node_rep, slot_rep = x[:, :N], x[:, N:]
+        slots_and_null = torch.cat([slot_rep, self.null_slot.expand(B, 1, -1)], dim=1)
+        memory = [layer.cross_attn.keys_values(slots_and_null) for layer in self.decoder]
+        memory_mask = torch.cat([present, torch.ones(B, 1, dtype=torch.bool)], dim=1)[:, None, None, :]
+        actions = torch.cat([self.start.expand(B, 1, -1), self.idle_action.expand(B, 1, -1), self.action_in(slot_rep)], dim=1)
+        values = self.value_head(node_rep).squeeze(-1)
+        keys = torch.cat([self.idle_key.expand(B, 1, -1), self.key(slot_rep)], dim=1).transpose(1, 2) / math.sqrt(x.shape[2])
+        return Encoded(node_rep, memory, memory_mask, keys, actions, values)
+
+    # ------------------------------------------------------------------ decoder
+    def _logits(self, enc: Encoded, x: torch.Tensor) -> torch.Tensor:
+        """(B, L, K + 1) pointer logits (idle first) from decoder outputs x (B, L, d)."""
+        return torch.matmul(self.query(self.dec_norm(x)), enc.keys)
+
+    def _decode(self, enc: Encoded, inputs: torch.Tensor) -> torch.Tensor:
+        """(B, N, K + 1) logits of every node given decoder input indices (B, N) into ``enc.actions``."""
+        B, L = inputs.shape
+        x = enc.nodes[:, :L] + torch.gather(enc.actions, 1, inputs.unsqueeze(-1).expand(B, L, enc.actions.shape[2]))
+        causal = torch.ones(L, L, dtype=torch.bool).tril()
+        for layer, memory in zip(self.decoder, enc.memory):
+            x = layer(x, causal, memory, enc.memory_mask)
+        return self._logits(enc, x)
+
+    @staticmethod
+    def _shifted(actions: torch.Tensor) -> torch.Tensor:
+        """Decoder input indices: start (0) for node 0, then 1 + previous node's action (1 = idle)."""
+        start = torch.zeros(actions.shape[0], 1, dtype=torch.long)
+        return torch.cat([start, actions[:, :-1] + 1], dim=1)
+
+    def act(self, tokens: Tokens, env_mask: torch.Tensor, deterministic: bool = False,
+            generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One joint decision, node by node.
+
+        Args:
+            tokens: parsed observations.
+            env_mask: (B, N, K + 1) bool env action masks (column 0, idle, is always allowed).
+            deterministic: argmax instead of sampling.
+            generator: torch generator for sampling.
+
+        Returns:
+            actions (B, N) int64, their log-probs (B, N), the masks applied (B, N, K + 1) bool and the
+            per-node values (B, N).
+        """
+        enc = self.encode(tokens)
+        B, N, K1 = env_mask.shape
+        d = enc.nodes.shape[2]
+        env_mask = env_mask.clone()
+        env_mask[..., 0] = True
+        free = torch.ones(B, K1, dtype=torch.bool)  # not chosen by an earlier node (idle stays free)
+        applied = torch.empty_like(env_mask)
+        actions = torch.empty(B, N, dtype=torch.long)
+        logps = torch.empty(B, N)
+        caches: list[list[torch.Tensor | None]] = [[None, None] for _ in self.decoder]
+        previous = torch.zeros(B, 1, 1, dtype=torch.long).expand(B, 1, d)  # decoder input: the start token
+        for i in range(N):
+            x = enc.nodes[:, i : i + 1] + torch.gather(enc.actions, 1, previous)
+            for layer, cache, memory in zip(self.decoder, caches, enc.memory):
+                x = layer.step(x, cache, memory, enc.memory_mask)
+            mask = env_mask[:, i] & free
+            applied[:, i] = mask
+            logp = torch.log_softmax(self._logits(enc, x)[:, 0].masked_fill_(~mask, _MASKED), dim=-1)
+            if deterministic:
+                a = logp.argmax(-1, keepdim=True)
+            else:  # Gumbel-max: an exact sample of the categorical distribution
+                u = torch.rand(logp.shape, generator=generator).clamp_(min=1e-20)
+                a = (logp - torch.log(-torch.log(u))).argmax(-1, keepdim=True)
+            actions[:, i : i + 1] = a
+            logps[:, i : i + 1] = logp.gather(1, a)
+            free.scatter_(1, a, False)
+            free[:, 0] = True
+            previous = (a + 1).unsqueeze(-1).expand(B, 1, d)
+        return actions, logps, applied, enc.values
+
+    def evaluate_actions(self, tokens: Tokens, masks: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Teacher-forced pass: log-probs (B, N) of ``actions`` under the applied ``masks``, entropies (B, N), values (B, N)."""
+        enc = self.encode(tokens)
+        logits = self._decode(enc, self._shifted(actions)).masked_fill(~masks, _MASKED)
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(2, actions.unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return logp, entropy, enc.values
+
+    def values(self, tokens: Tokens) -> torch.Tensor:
+        """(B, N) per-node values (normalized units)."""
+        return self.encode(tokens).values
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.parameters())

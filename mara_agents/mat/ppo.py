@@ -1,0 +1,626 @@
+"""PPO trainer for the MAT allocator (MARA and its ablations), in the spirit of CleanRL's ppo.py.
+
+Usage::
+
+    python -m mara_agents.mat.ppo --variant mara --seed 0 --minutes 60 --out runs/mara_s0
+
+Variants (:data:`VARIANTS`): ``mara`` (flow-matching predictor features, shaped reward), ``mara-wls``
+(WLS features, shaped), ``mara-sparse`` (FM features, sparse reward), ``mat`` (no predictor features,
+shaped). Rerunning the same command resumes from ``OUT/train_state.pt``.
+
+One iteration:
+
+1. **Rollout.** ``num_envs`` environments on the batched simulator, split into ``env_groups`` groups
+   (one :class:`core_env.sim.Simulator` each, staggered in episode phase). Every environment plays
+   seeded workloads drawn from the task set's *train* curves at the training load (never the
+   evaluation suites); a group whose episodes have all ended starts fresh ones. Environments whose
+   episode ended before the rest of their group are frozen and masked out of the loss. The policy
+   samples one joint action per step (autoregressive over nodes, :class:`MATModel.act`) and the masks
+   it applied are stored.
+2. **Advantages.** GAE per node on the team reward, γ = 1 (episodes are finite and end at a true
+   terminal state), λ = 0.95; values live in units normalized by a running (EMA) mean/std of returns.
+3. **Update.** ``epochs`` × ``minibatches`` passes of clipped PPO over (step, env) samples (all nodes
+   of a step kept together), entropy bonus, value loss, gradient clipping, Adam. Policy loss and
+   entropy count only nodes with a real choice (more than one allowed action).
+
+Logged per iteration (tqdm bar, ``OUT/metrics.jsonl``, TensorBoard if installed): approximate KL,
+clip fraction, explained variance, entropy, losses, env-steps/s, training completion rate; every few
+minutes a deterministic evaluation on fixed seeded *training-curve* workloads.
+
+Outputs in OUT: ``train_state.pt`` (everything needed to resume: model, optimizer, value normalizer,
+RNG states, counters, elapsed wall time; written atomically every few minutes, at the end and on
+Ctrl-C / SIGTERM) and, at the end, ``mat.pt`` (policy only) with its manifest ``mat.json``.
+Environments are not checkpointed: a resumed run starts fresh episodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import json
+import math
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from core_env import features
+from core_env.config import EnvConfig
+from core_env.curves import bank_for
+from core_env.npz import write_atomic
+from core_env.reward import TeamReward
+from core_env.sim import Simulator
+from core_env.workload import Workload, draw_workload
+from mara_agents.mat.agent import POLICY_FILE, make_predictor, save_policy
+from mara_agents.mat.model import MATConfig, MATModel, Tokens, parse_observation
+
+#: variant -> (predictor feature set, reward mode)
+VARIANTS: dict[str, tuple[str | None, str]] = {
+    "mara": ("fm", "shaped"),
+    "mara-wls": ("wls", "shaped"),
+    "mara-sparse": ("fm", "sparse"),
+    "mat": (None, "shaped"),
+}
+STATE_FORMAT = "mara_agents.mat.train/1"
+STATE_FILE, METRICS_FILE = "train_state.pt", "metrics.jsonl"
+#: Seed of the fixed evaluation workloads (training curves), the same for every training seed.
+EVAL_SEED = 20260901
+
+WorkloadFn = Callable[[np.random.Generator], Workload]
+
+
+@dataclasses.dataclass
+class PPOConfig:
+    """Hyperparameters (CLI flags of the same names, with dashes)."""
+
+    variant: str = "mara"
+    seed: int = 0
+    minutes: float | None = None  # wall-clock budget over all (resumed) runs
+    steps: int | None = None  # env-step budget
+    num_envs: int = 64
+    env_groups: int = 4
+    rollout: int = 64  # steps per environment per iteration
+    epochs: int = 4
+    minibatches: int = 4
+    lr: float = 5e-4
+    adam_eps: float = 1e-5
+    clip: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 1.0
+    max_grad_norm: float = 1.0
+    gamma: float = 1.0
+    gae_lambda: float = 0.95
+    value_norm_decay: float = 0.99
+    d_model: int = 64
+    n_heads: int = 2
+    enc_layers: int = 1
+    dec_layers: int = 1
+    eval_episodes: int = 16
+    eval_minutes: float = 3.0  # wall minutes between evaluations
+    save_minutes: float = 3.0  # wall minutes between checkpoints
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"unknown variant {self.variant!r}; choose from {list(VARIANTS)}")
+        if self.minutes is None and self.steps is None:
+            raise ValueError("give a stop condition: minutes and/or steps")
+        if self.num_envs % self.env_groups:
+            raise ValueError(f"num_envs={self.num_envs} must be a multiple of env_groups={self.env_groups}")
+        if self.num_envs * self.rollout < self.minibatches:
+            raise ValueError("num_envs * rollout must be at least minibatches")
+
+    @property
+    def predictor(self) -> str | None:
+        return VARIANTS[self.variant][0]
+
+    @property
+    def reward(self) -> str:
+        return VARIANTS[self.variant][1]
+
+    def model_config(self, history: int) -> MATConfig:
+        return MATConfig(history=history, predictor=self.predictor, d_model=self.d_model, n_heads=self.n_heads,
+                         enc_layers=self.enc_layers, dec_layers=self.dec_layers)
+
+
+def training_workloads(config: EnvConfig) -> WorkloadFn:
+    """Seeded workloads of ``config``'s task set on its *train* curves at its load (as ``reset(seed=...)`` draws them)."""
+    if not isinstance(config.task_set, str):
+        bank = config.task_set
+    elif config.task_set == "stress":
+        raise ValueError("the stress scenario is evaluation-only; train on a task set with training curves")
+    else:
+        bank = bank_for(config.task_set, "train", config.curve_source)
+    return lambda rng: draw_workload(bank, config.arrival_probability, config.arrival_steps, rng)
+
+
+# --------------------------------------------------------------------------------------------------
+# Environments
+
+
+class EnvGroup:
+    """One batched simulator with its team reward and (optional) predictor features."""
+
+    def __init__(self, config: EnvConfig, batch: int, predictor=None) -> None:
+        from mara_agents.predictors.features import SlotPredictions
+
+        self.config = config
+        self.sim = Simulator(config, batch)
+        self.reward = TeamReward(config.reward, config.kappa)
+        self.predictions = SlotPredictions(predictor) if predictor is not None else None
+
+    def reset(self, workloads: list[Workload]) -> None:
+        self.sim.reset(workloads)
+        self.reward.reset(self.sim)
+
+    def observe(self) -> tuple[np.ndarray, np.ndarray]:
+        """(B, N, D') observations (with predictor features when configured) and (B, N, K+1) masks."""
+        if self.predictions is None:
+            return features.observations(self.sim, self.config.history)
+        from mara_agents.predictors.features import predictor_observations
+
+        return predictor_observations(self.sim, self.predictions, self.config.history)
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Step; returns (B,) rewards, (B,) "was live before the step", (B,) "episode ended at this step"."""
+        live = ~self.sim.done
+        outcome = self.sim.step(actions)
+        reward = self.reward(self.sim, outcome) * live
+        return reward, live, live & self.sim.done
+
+
+def play(model: MATModel, model_config: MATConfig, group: EnvGroup, workloads: list[Workload],
+         deterministic: bool = True, generator: torch.Generator | None = None) -> dict[str, np.ndarray]:
+    """Play ``workloads`` to the end with the model (features from the simulator); final statistics."""
+    group.reset(workloads)
+    K = group.sim.K
+    with torch.inference_mode():
+        while not group.sim.done.all():
+            obs, mask = group.observe()
+            actions, *_ = model.act(parse_observation(obs, K, model_config), torch.from_numpy(mask.astype(bool)), deterministic, generator)
+            group.step(actions.numpy())
+    return group.sim.episode_statistics()
+
+
+def play_heuristic(agent, group: EnvGroup, workloads: list[Workload]) -> dict[str, np.ndarray]:
+    """Play ``workloads`` with a (non-oracle) heuristic agent on plain env observations."""
+    group.reset(workloads)
+    agent.reset(group.sim.B, group.sim.N, group.sim.K)
+    while not group.sim.done.all():
+        obs, mask = features.observations(group.sim, group.config.history)
+        group.step(agent.act(obs, mask))
+    return group.sim.episode_statistics()
+
+
+# --------------------------------------------------------------------------------------------------
+# Value normalization
+
+
+class ValueNormalizer:
+    """EMA mean/std of returns with bias correction (MAT's ValueNorm with a faster decay)."""
+
+    def __init__(self, decay: float) -> None:
+        self.decay = decay
+        self.mean = self.mean_sq = self.weight = 0.0
+
+    def update(self, x: torch.Tensor) -> None:
+        d = self.decay
+        self.mean = d * self.mean + (1 - d) * float(x.mean())
+        self.mean_sq = d * self.mean_sq + (1 - d) * float((x * x).mean())
+        self.weight = d * self.weight + (1 - d)
+
+    @property
+    def stats(self) -> tuple[float, float]:
+        if self.weight == 0.0:
+            return 0.0, 1.0
+        mean = self.mean / self.weight
+        var = max(self.mean_sq / self.weight - mean * mean, 1e-4)
+        return mean, math.sqrt(var)
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        mean, std = self.stats
+        return (x - mean) / std
+
+    def denormalize(self, x: torch.Tensor) -> torch.Tensor:
+        mean, std = self.stats
+        return x * std + mean
+
+    def state_dict(self) -> dict[str, float]:
+        return {"mean": self.mean, "mean_sq": self.mean_sq, "weight": self.weight}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.mean, self.mean_sq, self.weight = state["mean"], state["mean_sq"], state["weight"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Checkpoints
+
+
+def env_summary(config: EnvConfig) -> dict[str, Any]:
+    """JSON-able description of an EnvConfig (a custom CurveBank is named by its name)."""
+    out = dataclasses.asdict(config)
+    out["task_set"] = config.task_set_name
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The trainer
+
+
+class Trainer:
+    """PPO on MAT; :meth:`run` trains until a budget is spent or a stop is requested, resuming from ``out``.
+
+    Args:
+        cfg: hyperparameters and stop conditions.
+        out: output directory (checkpoints, manifest, metrics).
+        env_config: environment (default EnvConfig() with the variant's reward).
+        workload_fn: draws one training workload from a numpy Generator (default: the task set's train
+            curves at the configured load, :func:`training_workloads`).
+        quiet: no progress bar and no TensorBoard.
+        callback: called with the trainer after every iteration (tests use it to request a stop).
+    """
+
+    def __init__(self, cfg: PPOConfig, out: Path | str, env_config: EnvConfig | None = None,
+                 workload_fn: WorkloadFn | None = None, quiet: bool = False,
+                 callback: Callable[[Trainer], None] | None = None) -> None:
+        self.cfg, self.out, self.quiet, self.callback = cfg, Path(out), quiet, callback
+        env_config = env_config or EnvConfig()
+        self.env_config = dataclasses.replace(env_config, reward=cfg.reward)
+        self.workload_fn = workload_fn or training_workloads(self.env_config)
+        self.model_config = cfg.model_config(self.env_config.history)
+        self.model = MATModel(self.model_config, seed=cfg.seed)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+        self.value_norm = ValueNormalizer(cfg.value_norm_decay)
+        self.workload_rng = np.random.default_rng([cfg.seed, 1])
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.env_steps = self.updates = self.episodes = 0
+        self.elapsed = 0.0  # wall seconds over all runs
+        self.evals: list[dict[str, Any]] = []
+        self.baselines: dict[str, float] = {}
+        self.stop_requested = False
+        self._predictor = make_predictor(cfg.predictor)
+        self._eval_workloads = [self.workload_fn(np.random.default_rng([EVAL_SEED, i])) for i in range(cfg.eval_episodes)]
+        self._recent_completion: list[float] = []
+
+    # ------------------------------------------------------------------ state
+    def _identity(self) -> dict[str, Any]:
+        """What must match for a resume (budgets and logging intervals may change)."""
+        keep = {k: v for k, v in dataclasses.asdict(self.cfg).items() if k not in ("minutes", "steps", "eval_minutes", "save_minutes", "threads")}
+        return {"ppo": keep, "model": self.model_config.to_dict(), "env": env_summary(self.env_config)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"format": STATE_FORMAT, "identity": json.loads(json.dumps(self._identity(), default=str)),
+                "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "value_norm": self.value_norm.state_dict(),
+                "workload_rng": self.workload_rng.bit_generator.state, "generator": self.generator.get_state(),
+                "counters": {"env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes, "elapsed": self.elapsed},
+                "evals": self.evals, "baselines": self.baselines}
+
+    def save(self) -> None:
+        buffer = io.BytesIO()
+        torch.save(self.state_dict(), buffer)
+        write_atomic(self.out / STATE_FILE, buffer.getvalue())
+
+    def load(self) -> bool:
+        """Resume from ``out/train_state.pt`` if it exists; ValueError if it belongs to another run."""
+        path = self.out / STATE_FILE
+        if not path.exists():
+            return False
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(f"{path} is not a MAT training state (format {state.get('format')!r}, expected {STATE_FORMAT!r})")
+        mine = json.loads(json.dumps(self._identity(), default=str))
+        for part in ("ppo", "model", "env"):
+            for key in sorted(set(mine[part]) | set(state["identity"][part])):
+                if mine[part].get(key) != state["identity"][part].get(key):
+                    raise ValueError(f"{path} was trained with {part}.{key}={state['identity'][part].get(key)!r}, this run has "
+                                     f"{mine[part].get(key)!r}: use another --out or the same settings to resume")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.value_norm.load_state_dict(state["value_norm"])
+        self.workload_rng.bit_generator.state = state["workload_rng"]
+        self.generator.set_state(state["generator"])
+        counters = state["counters"]
+        self.env_steps, self.updates, self.episodes, self.elapsed = (counters[k] for k in ("env_steps", "updates", "episodes", "elapsed"))
+        self.evals, self.baselines = list(state["evals"]), dict(state["baselines"])
+        return True
+
+    def budget_spent(self) -> bool:
+        cfg = self.cfg
+        return ((cfg.minutes is not None and self.elapsed >= 60.0 * cfg.minutes)
+                or (cfg.steps is not None and self.env_steps >= cfg.steps))
+
+    # ------------------------------------------------------------------ rollout
+    def _start_groups(self) -> None:
+        from mara_agents.heuristics.random import RandomAgent
+
+        cfg = self.cfg
+        size = cfg.num_envs // cfg.env_groups
+        self.groups = [EnvGroup(self.env_config, size, self._predictor) for _ in range(cfg.env_groups)]
+        warmup = RandomAgent(seed=cfg.seed)
+        for g, group in enumerate(self.groups):
+            group.reset([self.workload_fn(self.workload_rng) for _ in range(size)])
+            for _ in range(g * self.env_config.arrival_steps // cfg.env_groups):  # stagger episode phases
+                obs, mask = features.observations(group.sim, self.env_config.history)
+                group.step(warmup.act(obs, mask))
+
+    def _observe(self) -> tuple[Tokens, torch.Tensor]:
+        obs, masks = zip(*(group.observe() for group in self.groups))
+        tokens = parse_observation(np.concatenate(obs), self.env_config.n_slots, self.model_config)
+        return tokens, torch.from_numpy(np.concatenate(masks).astype(bool))
+
+    def collect(self) -> dict[str, torch.Tensor] | None:
+        """One rollout of ``cfg.rollout`` steps of every environment (None if a stop was requested)."""
+        T, size = self.cfg.rollout, self.cfg.num_envs // self.cfg.env_groups
+        steps: list[dict[str, torch.Tensor]] = []
+        with torch.no_grad():  # not inference_mode: stored tensors feed the update's autograd graph
+            for _ in range(T):
+                if self.stop_requested:
+                    return None
+                tokens, env_mask = self._observe()
+                actions, logp, masks, values = self.model.act(tokens, env_mask, generator=self.generator)
+                rewards, lives, ends = zip(*(group.step(actions[g * size : (g + 1) * size].numpy()) for g, group in enumerate(self.groups)))
+                for group, end in zip(self.groups, ends):
+                    if end.any():
+                        stats = group.sim.episode_statistics()
+                        self._recent_completion.extend(stats["completion_rate"][end].tolist())
+                    if group.sim.done.all():
+                        self.episodes += group.sim.B
+                        group.reset([self.workload_fn(self.workload_rng) for _ in range(size)])
+                live = np.concatenate(lives)
+                steps.append({"nodes": tokens.nodes, "slots": tokens.slots, "last": tokens.last, "masks": masks, "actions": actions,
+                              "logp": logp, "values": values, "reward": torch.from_numpy(np.concatenate(rewards)).float(),
+                              "valid": torch.from_numpy(live), "done": torch.from_numpy(np.concatenate(ends) | ~live)})
+                self.env_steps += int(live.sum())
+            tokens, _ = self._observe()
+            next_values = self.model.values(tokens)
+        batch = {key: torch.stack([s[key] for s in steps]) for key in steps[0]}
+        batch["next_values"] = next_values
+        return batch
+
+    def advantages(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """GAE (per node, team reward) in return units: advantages and returns, (T, B, N)."""
+        cfg = self.cfg
+        values = self.value_norm.denormalize(batch["values"])
+        next_values = self.value_norm.denormalize(batch["next_values"])
+        T = values.shape[0]
+        advantages = torch.zeros_like(values)
+        last = torch.zeros_like(values[0])
+        for t in reversed(range(T)):
+            nonterminal = (~batch["done"][t]).float().unsqueeze(-1)
+            following = next_values if t == T - 1 else values[t + 1]
+            delta = batch["reward"][t].unsqueeze(-1) + cfg.gamma * following * nonterminal - values[t]
+            last = delta + cfg.gamma * cfg.gae_lambda * nonterminal * last
+            advantages[t] = last
+        return advantages, advantages + values
+
+    # ------------------------------------------------------------------ update
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        cfg = self.cfg
+        advantages, returns = self.advantages(batch)
+        valid = batch["valid"].reshape(-1)
+        flat = {key: value.reshape(-1, *value.shape[2:])[valid] for key, value in batch.items() if key != "next_values"}
+        advantages, returns = advantages.reshape(-1, advantages.shape[-1])[valid], returns.reshape(-1, returns.shape[-1])[valid]
+        old_values = self.value_norm.denormalize(flat["values"])
+        self.value_norm.update(returns)
+        targets = self.value_norm.normalize(returns)
+        decision = flat["masks"].sum(-1) > 1  # (M, N) nodes with a real choice
+        chosen = advantages[decision]
+        advantages = (advantages - chosen.mean()) / (chosen.std() + 1e-8) if chosen.numel() > 1 else advantages
+        M = valid.sum().item()
+        size = math.ceil(M / cfg.minibatches)
+        log: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clip_fraction": []}
+        for _ in range(cfg.epochs):
+            order = torch.randperm(M, generator=self.generator)
+            for start in range(0, M, size):
+                i = order[start : start + size]
+                tokens = Tokens(flat["nodes"][i], flat["slots"][i], flat["last"][i])
+                logp, entropy, values = self.model.evaluate_actions(tokens, flat["masks"][i], flat["actions"][i])
+                d = decision[i].float()
+                n = d.sum().clamp(min=1.0)
+                log_ratio = logp - flat["logp"][i]
+                ratio = log_ratio.exp()
+                adv = advantages[i]
+                policy_loss = -(torch.min(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv) * d).sum() / n
+                value_loss = 0.5 * ((values - targets[i]) ** 2).mean()
+                entropy_mean = (entropy * d).sum() / n
+                loss = policy_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * value_loss
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                with torch.no_grad():
+                    log["policy_loss"].append(policy_loss.item())
+                    log["value_loss"].append(value_loss.item())
+                    log["entropy"].append(entropy_mean.item())
+                    log["approx_kl"].append((((ratio - 1) - log_ratio) * d).sum().item() / n.item())
+                    log["clip_fraction"].append((((ratio - 1).abs() > cfg.clip).float() * d).sum().item() / n.item())
+        self.updates += 1
+        residual = (returns - old_values).var().item()
+        metrics = {key: float(np.mean(values)) for key, values in log.items()}
+        metrics["explained_variance"] = 1.0 - residual / max(returns.var().item(), 1e-8)
+        metrics["return_mean"], metrics["return_std"] = self.value_norm.stats
+        return metrics
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self) -> float:
+        """Mean completion rate of the deterministic policy on the fixed evaluation workloads."""
+        group = EnvGroup(self.env_config, len(self._eval_workloads), self._predictor)
+        stats = play(self.model, self.model_config, group, self._eval_workloads)
+        return float(stats["completion_rate"].mean())
+
+    def evaluate_baselines(self) -> dict[str, float]:
+        from mara_agents.heuristics import EDF, RandomAgent
+
+        group = EnvGroup(self.env_config, len(self._eval_workloads))
+        return {name: float(play_heuristic(agent, group, self._eval_workloads)["completion_rate"].mean())
+                for name, agent in (("edf", EDF()), ("random", RandomAgent(seed=0)))}
+
+    # ------------------------------------------------------------------ main loop
+    def request_stop(self, *_: Any) -> None:
+        self.stop_requested = True
+
+    def run(self) -> dict[str, Any]:
+        """Train (resuming if a state exists) until the budget is spent or a stop is requested."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        resumed = self.load()
+        handlers = self._install_signal_handlers()
+        writer = self._tensorboard()
+        bar = None
+        try:
+            if not self.baselines:
+                self.baselines = self.evaluate_baselines()
+            if not self.quiet:
+                from tqdm import tqdm
+
+                bar = tqdm(total=self.cfg.steps, initial=self.env_steps, unit="env-step", dynamic_ncols=True,
+                           desc=f"{self.cfg.variant} s{self.cfg.seed}" + (" (resumed)" if resumed else ""))
+            if not self.budget_spent():
+                self._start_groups()
+            started = time.perf_counter()
+            base_elapsed, last_save = self.elapsed, self.elapsed
+            last_eval = self.evals[-1]["elapsed"] if self.evals else -math.inf
+            while not self.budget_spent() and not self.stop_requested:
+                t0, steps0 = time.perf_counter(), self.env_steps
+                batch = self.collect()
+                if batch is None:
+                    self.env_steps = steps0  # a partial rollout is discarded
+                    break
+                t1 = time.perf_counter()
+                metrics = self.update(batch)
+                t2 = time.perf_counter()
+                self.elapsed = base_elapsed + (t2 - started)
+                metrics.update(env_steps=self.env_steps, updates=self.updates, elapsed=self.elapsed,
+                               sps=(self.env_steps - steps0) / (t2 - t0), rollout_sps=(self.env_steps - steps0) / (t1 - t0))
+                if self._recent_completion:
+                    metrics["train_completion"] = float(np.mean(self._recent_completion))
+                    self._recent_completion = []
+                if self.elapsed - last_eval >= 60.0 * self.cfg.eval_minutes:
+                    self._record_eval(metrics)
+                    last_eval = self.elapsed
+                self._log(metrics, writer, bar)
+                if self.elapsed - last_save >= 60.0 * self.cfg.save_minutes:
+                    self.save()
+                    last_save = self.elapsed
+                if self.callback is not None:
+                    self.callback(self)
+            if self.budget_spent() and (not self.evals or self.evals[-1]["env_steps"] != self.env_steps):
+                self._record_eval({})
+            self.save()
+            manifest = self.finish() if self.budget_spent() else {}
+        finally:
+            if bar is not None:
+                bar.close()
+            if writer is not None:
+                writer.close()
+            self._restore_signal_handlers(handlers)
+        return manifest
+
+    def _record_eval(self, metrics: dict[str, Any]) -> None:
+        rate = self.evaluate()
+        self.evals.append({"env_steps": self.env_steps, "updates": self.updates, "elapsed": round(self.elapsed, 1), "completion_rate": rate})
+        metrics["eval_completion"] = rate
+
+    def finish(self) -> dict[str, Any]:
+        """Write the policy checkpoint and manifest for the final state."""
+        manifest = {"variant": self.cfg.variant, "seed": self.cfg.seed, "predictor": self.cfg.predictor, "reward": self.cfg.reward,
+                    "ppo_config": dataclasses.asdict(self.cfg), "env_config": env_summary(self.env_config),
+                    "env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes, "wall_seconds": round(self.elapsed, 1),
+                    "eval": {"workloads": f"{len(self._eval_workloads)} seeded training-curve workloads (seed {EVAL_SEED})",
+                             "history": self.evals, "final_completion_rate": self.evals[-1]["completion_rate"] if self.evals else None,
+                             "baselines": self.baselines},
+                    "command": " ".join(sys.argv) if sys.argv and sys.argv[0].endswith("ppo.py") else None}
+        return save_policy(self.model, self.out / POLICY_FILE, manifest)
+
+    def _log(self, metrics: dict[str, Any], writer, bar) -> None:
+        with open(self.out / METRICS_FILE, "a") as handle:
+            handle.write(json.dumps(metrics) + "\n")
+        if writer is not None:
+            for key, value in metrics.items():
+                if key not in ("env_steps", "updates"):
+                    writer.add_scalar(key, value, self.env_steps)
+        if bar is not None:
+            bar.update(self.env_steps - bar.n)
+            shown = {"sps": f"{metrics['sps']:.0f}", "kl": f"{metrics['approx_kl']:.4f}", "ev": f"{metrics['explained_variance']:.2f}",
+                     "ent": f"{metrics['entropy']:.2f}", "min": f"{self.elapsed / 60:.1f}"}
+            if "train_completion" in metrics:
+                shown["train"] = f"{metrics['train_completion']:.3f}"
+            if self.evals:
+                shown["eval"] = f"{self.evals[-1]['completion_rate']:.3f}"
+            bar.set_postfix(shown, refresh=False)
+
+    def _tensorboard(self):
+        if self.quiet:
+            return None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            return None
+        return SummaryWriter(str(self.out / "tb"))
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        """Ctrl-C and SIGTERM request a clean stop (checkpoint, then exit); a second Ctrl-C interrupts at once."""
+        previous = {}
+
+        def on_signal(signum: int, frame: Any) -> None:
+            if self.stop_requested and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self.request_stop()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                previous[signum] = signal.signal(signum, on_signal)
+            except ValueError:  # not the main thread
+                pass
+        return previous
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+# --------------------------------------------------------------------------------------------------
+# Command line
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[PPOConfig, Path]:
+    parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.ppo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="output directory (rerun the same command to resume)")
+    for field in dataclasses.fields(PPOConfig):
+        default = field.default
+        kind = {"minutes": float, "steps": int}.get(field.name, type(default))
+        flag = "--" + field.name.replace("_", "-")
+        if field.name == "variant":
+            parser.add_argument(flag, choices=list(VARIANTS), default=default)
+        else:
+            parser.add_argument(flag, type=kind, default=default, help=f"default {default}")
+    args = vars(parser.parse_args(argv))
+    out = args.pop("out")
+    try:
+        return PPOConfig(**args), out
+    except ValueError as error:
+        parser.error(str(error))
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg, out = parse_args(argv)
+    torch.set_num_threads(cfg.threads)
+    trainer = Trainer(cfg, out)
+    manifest = trainer.run()
+    if manifest:
+        final = manifest["eval"]["final_completion_rate"]
+        print(f"done: {trainer.env_steps} env-steps in {trainer.elapsed / 60:.1f} min; eval completion {final:.3f} "
+              f"(EDF {trainer.baselines.get('edf', float('nan')):.3f}, random {trainer.baselines.get('random', float('nan')):.3f}); "
+              f"policy at {out / POLICY_FILE}")
+    else:
+        print(f"stopped at {trainer.env_steps} env-steps ({trainer.elapsed / 60:.1f} min); rerun the same command to resume")
+
+
+if __name__ == "__main__":
+    main()

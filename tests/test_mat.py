@@ -1,0 +1,292 @@
+"""MAT allocator: autoregressive masking, teacher forcing, the Agent interface, PPO learning, checkpoints."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from core_env import features
+from core_env.config import EnvConfig
+from core_env.curves import CurveBank, bank_for
+from core_env.sim import Simulator
+from core_env.workload import Workload, draw_workload
+from mara_agents.heuristics import RandomAgent
+from mara_agents.mat.agent import MATAgent, load_policy, save_policy
+from mara_agents.mat.model import MATConfig, MATModel, Tokens
+from mara_agents.mat.ppo import STATE_FILE, PPOConfig, Trainer
+from mara_agents.predictors import WLS
+from mara_agents.predictors.features import SlotPredictions, predictor_observations
+
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+# --------------------------------------------------------------------------------------------------
+# A toy scenario with a known good policy: learners (reach their target after exactly 3 node-steps,
+# window 3: they must be served on every step from arrival) and decoys (flat curves that never reach
+# their targets). Serving learners first completes about 45% of all tasks, random serving about 22%.
+
+LEARNER = 1.0 / (1.0 + np.arange(64) / 4.0)
+TOY_BANK = CurveBank("toy", [LEARNER, np.ones(64)], ["learner", "decoy"], [0, 2])
+TOY_CONFIG = EnvConfig(n_nodes=2, n_slots=4, arrival_steps=40, history=4, task_set=TOY_BANK)
+
+
+def toy_workload(rng: np.random.Generator, steps: int = 40, p: float = 0.5) -> Workload:
+    arrival = np.flatnonzero(rng.random(steps) < p)
+    decoy = rng.random(arrival.size) < 0.5
+    curve = decoy.astype(np.int64)
+    target = np.where(decoy, 0.05, 0.48)
+    bps = np.where(decoy, 1.0, 2.0)
+    deadline = arrival + np.where(decoy, 8, 3)
+    demand = np.array([TOY_BANK.demand(int(c), float(t), float(b)) for c, t, b in zip(curve, target, bps)])
+    return Workload(TOY_BANK, arrival, deadline, target, bps, curve, demand, steps)
+
+
+def toy_ppo(**overrides) -> PPOConfig:
+    settings = {"variant": "mat", "seed": 0, "steps": 40_000, "num_envs": 32, "env_groups": 2, "rollout": 32, "epochs": 4,
+                "minibatches": 2, "lr": 1e-3, "d_model": 32, "eval_episodes": 4, "eval_minutes": 1e9, "save_minutes": 1e9}
+    return PPOConfig(**{**settings, **overrides})
+
+
+def completion(agent, workloads: list[Workload], config: EnvConfig) -> float:
+    sim = Simulator(config, len(workloads))
+    sim.reset(workloads)
+    agent.reset(sim.B, sim.N, sim.K)
+    while not sim.done.all():
+        sim.step(agent.act(*features.observations(sim, config.history)))
+    return float(sim.episode_statistics()["completion_rate"].mean())
+
+
+# --------------------------------------------------------------------------------------------------
+# Masking and teacher forcing
+
+
+def random_tokens(rng: np.random.Generator, B: int, N: int, K: int, config: MATConfig) -> tuple[Tokens, torch.Tensor]:
+    """Random parsed observations and env masks (slots present at random; nodes restricted at random)."""
+    present = rng.random((B, K)) < rng.uniform(0.2, 1.0)
+    slots = rng.normal(size=(B, K, config.slot_inputs)).astype(np.float32)
+    slots[..., features.PRESENT] = present
+    nodes = rng.normal(size=(B, N, 6)).astype(np.float32)
+    last = np.where(rng.random((B, N)) < 0.5, rng.integers(0, K, (B, N)), -1)
+    mask = np.concatenate([np.ones((B, N, 1), bool), present[:, None, :] & (rng.random((B, N, K)) < 0.8)], axis=2)
+    return Tokens(torch.from_numpy(nodes), torch.from_numpy(slots), torch.from_numpy(last)), torch.from_numpy(mask)
+
+
+@pytest.mark.parametrize("predictor", [None, "fm"])
+def test_autoregressive_masks_and_teacher_forcing(predictor):
+    config = MATConfig(predictor=predictor)
+    model = MATModel(config, seed=1)
+    with torch.no_grad():  # sharper than the near-uniform initial policy, so that choices vary
+        model.query.weight.mul_(300.0)
+    rng = np.random.default_rng(0)
+    generator = torch.Generator().manual_seed(0)
+    for N, K in [(1, 3), (2, 1), (4, 16), (6, 5), (8, 24)]:  # one model for every N and K
+        tokens, env_mask = random_tokens(rng, 64, N, K, config)
+        for deterministic in (False, True):
+            with torch.no_grad():
+                actions, logp, masks, values = model.act(tokens, env_mask, deterministic, generator)
+            a = actions.numpy()
+            assert a.shape == (64, N) and a.min() >= 0 and a.max() <= K
+            assert np.take_along_axis(env_mask.numpy(), a[..., None], axis=2).all(), "an action outside the env mask"
+            for row in a:
+                chosen = row[row > 0]
+                assert len(set(chosen.tolist())) == chosen.size, f"two nodes took one task: {row}"
+            # The applied masks are the env masks minus the tasks taken by earlier nodes (idle always allowed).
+            taken = np.zeros((64, N, K + 1), bool)
+            for i in range(1, N):
+                taken[:, i] = taken[:, i - 1]
+                taken[np.arange(64), i, a[:, i - 1]] = True
+            taken[..., 0] = False
+            expected = env_mask.numpy().copy()
+            expected[..., 0] = True
+            assert np.array_equal(masks.numpy(), expected & ~taken)
+            assert np.take_along_axis(masks.numpy(), a[..., None], axis=2).all()
+            with torch.no_grad():
+                logp2, entropy, values2 = model.evaluate_actions(tokens, masks, actions)
+            assert torch.allclose(logp2, logp, atol=1e-5), (logp2 - logp).abs().max()
+            assert torch.allclose(values2, values, atol=1e-6)
+            assert torch.all(entropy >= -1e-6) and torch.all(logp <= 1e-6)
+            forced = masks.sum(-1) == 1  # only idle left: probability one
+            assert torch.allclose(logp[forced], torch.zeros(()), atol=1e-6)
+        assert (a > 0).any()
+
+
+# --------------------------------------------------------------------------------------------------
+# The Agent interface on real simulator states
+
+
+def real_workloads(config: EnvConfig, count: int, seed: int) -> list[Workload]:
+    bank = bank_for("id", "train")
+    return [draw_workload(bank, config.arrival_probability, config.arrival_steps, np.random.default_rng([seed, i])) for i in range(count)]
+
+
+@pytest.mark.parametrize("predictor", [None, "wls"])
+def test_agent_actions_valid_on_simulator(predictor):
+    config = EnvConfig(n_nodes=3, n_slots=6, arrival_steps=60, load=0.5, strict=True)  # strict: invalid choices raise
+    model = MATModel(MATConfig(history=config.history, predictor=predictor), seed=2)
+    with torch.no_grad():
+        model.query.weight.mul_(100.0)
+    agent = MATAgent(model, deterministic=False, seed=3)
+    workloads = real_workloads(config, 4, seed=11)
+    sim = Simulator(config, len(workloads))
+    sim.reset(workloads)
+    agent.reset(sim.B, sim.N, sim.K)
+    served = 0
+    while not sim.done.all():
+        obs, mask = features.observations(sim, config.history)
+        actions = agent.act(obs, mask)
+        assert actions.dtype == np.int64 and actions.shape == (sim.B, sim.N)
+        assert np.take_along_axis(mask, actions[..., None], axis=2).all()
+        for row in actions:
+            assert len(set(row[row > 0].tolist())) == np.count_nonzero(row)
+        outcome = sim.step(actions)
+        assert not outcome.conflicts.any() and not outcome.invalid.any()
+        served += int(np.count_nonzero(actions))
+    assert served > 0
+    stats = sim.episode_statistics()
+    assert stats["conflicts"].sum() == 0 and stats["invalid_actions"].sum() == 0
+
+
+def test_agent_rebuilds_training_predictor_features():
+    """The agent's features (from observations only) equal SlotPredictions' (from the simulator)."""
+    config = EnvConfig(n_nodes=4, n_slots=8, arrival_steps=80, load=0.5)
+    workloads = real_workloads(config, 3, seed=5)
+    sim = Simulator(config, len(workloads))
+    sim.reset(workloads)
+    reference = SlotPredictions(WLS())
+    agent = MATAgent(MATModel(MATConfig(predictor="wls")), predictor=WLS())
+    agent.reset(sim.B, sim.N, sim.K)
+    rng = np.random.default_rng(0)
+    steps = 0
+    while not sim.done.all():
+        obs, mask = features.observations(sim, config.history)
+        expected = predictor_observations(sim, reference)[0][:, :1, obs.shape[2]:]
+        got = agent._predictor_features(obs, sim.K)
+        np.testing.assert_allclose(got, expected, atol=2e-4)
+        sim.step(RandomAgent(seed=int(rng.integers(1 << 30))).act(obs, mask))
+        steps += 1
+    assert steps > 80
+
+
+# --------------------------------------------------------------------------------------------------
+# PPO learns the toy scenario
+
+
+def test_ppo_learns_toy_scenario(tmp_path):
+    cfg = toy_ppo(steps=24_000)
+    trainer = Trainer(cfg, tmp_path / "toy", env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True)
+    manifest = trainer.run()
+    evaluation = [toy_workload(np.random.default_rng([99, i])) for i in range(32)]
+    agent = MATAgent.load(tmp_path / "toy")
+    learned = completion(agent, evaluation, TOY_CONFIG)
+    random = completion(RandomAgent(seed=0), evaluation, TOY_CONFIG)
+    untrained = completion(MATAgent(MATModel(trainer.model_config, seed=0)), evaluation, TOY_CONFIG)
+    assert learned >= random + 0.12, (learned, random, untrained)
+    assert learned >= untrained + 0.1, (learned, random, untrained)
+    assert manifest["env_steps"] >= cfg.steps and manifest["variant"] == "mat"
+
+
+# --------------------------------------------------------------------------------------------------
+# Checkpoints
+
+
+def test_checkpoint_round_trip_gives_identical_actions(tmp_path):
+    config = EnvConfig(n_nodes=4, n_slots=16, arrival_steps=60)
+    model = MATModel(MATConfig(), seed=4)
+    with torch.no_grad():
+        model.query.weight.mul_(100.0)
+    manifest = save_policy(model, tmp_path / "mat.pt", {"variant": "mat"})
+    assert json.loads((tmp_path / "mat.json").read_text())["sha256"] == manifest["sha256"]
+    workloads = real_workloads(config, 2, seed=3)
+    for deterministic in (True, False):
+        runs = []
+        for agent in (MATAgent(model, deterministic=deterministic, seed=9), MATAgent.load(tmp_path, deterministic=deterministic, seed=9)):
+            sim = Simulator(config, 2)
+            sim.reset(workloads)
+            agent.reset(2, 4, 16)
+            trace = []
+            while not sim.done.all():
+                trace.append(agent.act(*features.observations(sim, config.history)))
+                sim.step(trace[-1])
+            runs.append(np.stack(trace))
+        assert np.array_equal(*runs)
+    # Zero-shot on another cluster size with the same checkpoint.
+    other = EnvConfig(n_nodes=6, n_slots=24, arrival_steps=30, load=0.6)
+    assert 0.0 <= completion(MATAgent.load(tmp_path / "mat.pt"), real_workloads(other, 2, seed=1), other) <= 1.0
+
+
+def test_checkpoint_mismatches_raise_clear_errors(tmp_path):
+    model = MATModel(MATConfig(history=8, predictor=None))
+    save_policy(model, tmp_path / "mat.pt", {})
+    agent = MATAgent.load(tmp_path / "mat.pt")
+    for history in (4, 12):  # another observation layout
+        config = EnvConfig(n_nodes=2, n_slots=4, arrival_steps=20, history=history)
+        sim = Simulator(config, 1)
+        sim.reset(real_workloads(config, 1, seed=0))
+        with pytest.raises(ValueError, match="history H=8"):
+            agent.act(*features.observations(sim, history))
+        with pytest.raises(ValueError, match="history"):
+            MATAgent.load(tmp_path / "mat.pt", env_config=config)
+    wls_agent = MATAgent(MATModel(MATConfig(predictor="wls")), predictor=WLS())
+    config = EnvConfig(n_nodes=2, n_slots=4, arrival_steps=20)
+    sim = Simulator(config, 1)
+    sim.reset(real_workloads(config, 1, seed=0))
+    with pytest.raises(ValueError, match="already carry predictor features"):
+        wls_agent.act(*predictor_observations(sim, SlotPredictions(WLS())))
+    # A feature set mismatch between weights and config, a corrupted file, a foreign file.
+    state = torch.load(tmp_path / "mat.pt", weights_only=True)
+    state["config"]["predictor"] = "wls"
+    torch.save(state, tmp_path / "wrong.pt")
+    with pytest.raises(ValueError, match="does not fit its configuration"):
+        load_policy(tmp_path / "wrong.pt")
+    (tmp_path / "mat.pt").write_bytes((tmp_path / "mat.pt").read_bytes()[:-10])
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        MATAgent.load(tmp_path)
+    torch.save({"weights": 1}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a MAT policy checkpoint"):
+        load_policy(tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="keys"):
+        MATConfig.from_dict({"history": 8})
+    with pytest.raises(ValueError, match="missing"):
+        load_policy(tmp_path / "absent.pt")
+
+
+def test_resume_after_interruption(tmp_path):
+    out = tmp_path / "run"
+    cfg = toy_ppo(steps=4 * 32 * 32, rollout=32)
+
+    def stop_after_two(trainer: Trainer) -> None:
+        if trainer.updates == 2:
+            trainer.request_stop()  # what Ctrl-C and SIGTERM do
+
+    first = Trainer(cfg, out, env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True, callback=stop_after_two)
+    assert first.run() == {}  # interrupted: no final policy yet
+    assert (out / STATE_FILE).exists() and not (out / "mat.pt").exists()
+    steps_before = first.env_steps
+    adam_steps = [s["step"] for s in first.optimizer.state_dict()["state"].values()]
+    weights = {k: v.clone() for k, v in first.model.state_dict().items()}
+    rng_state = first.workload_rng.bit_generator.state
+
+    second = Trainer(cfg, out, env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True,
+                     callback=lambda t: resumed.append((t.updates, t.env_steps)))
+    resumed: list[tuple[int, int]] = []
+    assert second.load()
+    assert (second.updates, second.env_steps) == (2, steps_before) and second.elapsed > 0
+    assert [s["step"] for s in second.optimizer.state_dict()["state"].values()] == adam_steps
+    assert all(torch.equal(weights[k], v) for k, v in second.model.state_dict().items())
+    assert second.workload_rng.bit_generator.state == rng_state
+    manifest = second.run()
+    assert resumed[0][0] == 3 and resumed[0][1] > steps_before  # counters continue
+    assert manifest["updates"] == second.updates > 2 and manifest["env_steps"] >= cfg.steps
+    saved = json.loads((out / "mat.json").read_text())
+    for key in ("variant", "seed", "env_steps", "wall_seconds", "eval", "sha256", "torch", "ppo_config", "env_config"):
+        assert key in saved
+    assert saved["eval"]["history"][-1]["env_steps"] == second.env_steps
+    # Rerunning a finished run changes nothing; another configuration is refused.
+    assert Trainer(cfg, out, env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True).run()["updates"] == second.updates
+    with pytest.raises(ValueError, match="ppo.lr"):
+        Trainer(dataclasses.replace(cfg, lr=0.1), out, env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True).run()
