@@ -1,7 +1,7 @@
 """all: every suite in turn, then docs/results.md from their outputs.
 
 ``python -m benchmarks all [--workers W] [--backend process|ray] [--skip SUITE ...] [--no-publish]``
-runs quick, prediction, paper, stress, diagnostics, shaping, falsifier, scale and perf (cell-based
+runs quick, prediction, training, paper, stress, diagnostics, shaping, falsifier, scale and perf (cell-based
 suites resume from their cache), copies each suite's tables, JSON and figures to ``docs/results/``
 and writes ``docs/results.md`` with the command, the commit, the hardware and the wall times.
 """
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS_RESULTS = ROOT / "docs" / "results"
 PAGE = ROOT / "docs" / "results.md"
 CELL_SUITES = ("paper", "stress", "diagnostics", "shaping", "falsifier", "scale")
-ORDER = ("quick", "prediction", *CELL_SUITES, "perf")
+ORDER = ("quick", "prediction", "training", *CELL_SUITES, "perf")
 
 INTRO = """# Results
 
@@ -58,7 +58,7 @@ def publish(walls: dict[str, float], out: Path, command: str) -> Path:
     """Copy the outputs to docs/results/ and write docs/results.md."""
     DOCS_RESULTS.mkdir(parents=True, exist_ok=True)
     sections = []
-    for suite in CELL_SUITES:
+    for suite in ("training", *CELL_SUITES):
         directory = out / suite
         if not (directory / f"{suite}.md").exists():
             continue

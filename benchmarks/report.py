@@ -22,9 +22,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from benchmarks import RESULTS_DIR, markdown_table
 from benchmarks.cells import EPISODE_STATS, CellStore, run_cells
 from benchmarks.paper import BOUND, SuiteSpec, rows_to_run, specs, summarize
+from core_env import features
+from core_env.config import EnvConfig
+from core_env.sim import Simulator
+from core_env.workload import load_suite
+from mara_agents.protocols import REMAINING_DEMAND
 
 
 def machine() -> dict[str, Any]:
@@ -137,7 +144,51 @@ def figures(spec: SuiteSpec, payload: dict[str, Any], results: Sequence[dict[str
     loads = [c.split("/", 1)[1] for c in next(iter(table.values())) if c.startswith("average/")]
     if len(loads) > 1:
         paths.append(_load_figure(spec, table, loads, directory, plt))
+    gantt_rows = [row for row in GANTT_ROWS if row in table]
+    if spec.name == "paper" and gantt_rows:
+        paths.append(gantt_figure(gantt_rows, directory / "paper_gantt.png", plt))
     return paths
+
+
+#: Rows whose node assignments the paper suite draws for one episode.
+GANTT_ROWS = ("lara", "mara")
+
+
+def node_trace(row: str, seed: int = 0, task_set: str = "id", load: str = "train", root: int = 0, episode: int = 0) -> tuple[np.ndarray, float]:
+    """(N, T) the workload task each node served at each step of one evaluation episode (−1 idle), and
+    the episode's completion rate."""
+    from benchmarks.agents import make_agent
+
+    config = EnvConfig(task_set=task_set, load=load)
+    sim, agent = Simulator(config, 1), make_agent(row, seed)
+    sim.reset([load_suite(task_set, load, root, episode)])
+    agent.reset(1, sim.N, sim.K)
+    trace = []
+    while not sim.done.all():
+        observation, mask = features.observations(sim, config.history)
+        actions = agent.act(observation, mask, {REMAINING_DEMAND: sim.remaining_demand()} if agent.needs_oracle else None)[0]
+        trace.append(np.where(actions > 0, sim.task[0, np.maximum(actions - 1, 0)], -1))
+        sim.step(actions[None])
+    return np.array(trace).T, float(sim.episode_statistics()["completion_rate"][0])
+
+
+def gantt_figure(rows: Sequence[str], path: Path, plt) -> Path:
+    """Node Gantt charts of one `id` evaluation episode (root 0, episode 0), one panel per row."""
+    fig, axes = plt.subplots(len(rows), 1, figsize=(10, 1.2 + 1.1 * len(rows)), squeeze=False)
+    cmap = plt.get_cmap("tab20")
+    for ax, row in zip(axes[:, 0], rows):
+        trace, completion = node_trace(row)
+        colours = np.ones(trace.shape + (3,))
+        busy = trace >= 0
+        colours[busy] = cmap(trace[busy] % 20)[:, :3]
+        ax.imshow(colours, aspect="auto", interpolation="nearest", origin="lower")
+        ax.set_yticks(range(trace.shape[0]), [f"node {i}" for i in range(trace.shape[0])])
+        ax.set_title(f"{row}: completion {100 * completion:.1f}% (colour = task, white = idle)", fontsize=9)
+    axes[-1, 0].set_xlabel("step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _load_figure(spec: SuiteSpec, table: dict[str, Any], loads: list[str], directory: Path, plt) -> Path:

@@ -73,7 +73,7 @@ def test_parallel_workers_give_the_serial_results(tmp_path):
 def test_a_tiny_suite_writes_every_output(tmp_path):
     payload = report.run_suite(TINY, tmp_path, progress=False)
     out = tmp_path / "paper"
-    for name in ("paper.json", "paper.csv", "paper.md", "paper_completion.png"):
+    for name in ("paper.json", "paper.csv", "paper.md", "paper_completion.png", "paper_gantt.png"):
         assert (out / name).stat().st_size > 0, name
     saved = json.loads((out / "paper.json").read_text())
     assert saved["rows"] == ["edf", "lara"] and set(saved["table"]["edf"]) == {"id/train", "rl_ood/train"}
@@ -117,3 +117,18 @@ def test_ray_backend_runs_cells_on_a_local_instance(tmp_path):
     local = run_cells(cells, CellStore(tmp_path / "local"), progress=False)
     assert [r["episodes"] for r in via_ray] == [r["episodes"] for r in local]
     assert np.isfinite(via_ray[0]["mean"]["completion_rate"])
+
+
+def test_training_curves_come_from_the_manifests(tmp_path):
+    from benchmarks import training
+
+    history = [{"completion_rate": 0.4, "elapsed": 5.0, "env_steps": 4096, "updates": 1},
+               {"completion_rate": 0.55, "elapsed": 300.0, "env_steps": 200000, "updates": 50}]
+    for seed in (0, 1):
+        manifest = {"variant": "mara", "seed": seed, "env_steps": 200000, "updates": 50, "wall_seconds": 300.0,
+                    "eval": {"history": history, "final_completion_rate": 0.55}}
+        (tmp_path / f"mara-seed{seed}.json").write_text(json.dumps(manifest))
+    runs = training.manifests(tmp_path)
+    assert [r["seed"] for r in runs] == [0, 1]
+    path = training.figure(runs, {"edf": 0.5, "lara": 0.6}, tmp_path / "curve.png")
+    assert path.stat().st_size > 0

@@ -290,3 +290,15 @@ def test_resume_after_interruption(tmp_path):
     assert Trainer(cfg, out, env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True).run()["updates"] == second.updates
     with pytest.raises(ValueError, match="ppo.lr"):
         Trainer(dataclasses.replace(cfg, lr=0.1), out, env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True).run()
+
+
+def test_train_all_publishes_a_finished_run_under_its_benchmark_name(tmp_path):
+    from mara_agents.mat.train_all import publish
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "mat.pt").write_bytes(b"weights")
+    (run / "mat.json").write_text('{"sha256": "x"}')
+    target = publish(run, "mara-seed1", tmp_path / "checkpoints")
+    assert target == tmp_path / "checkpoints" / "mara-seed1.pt"
+    assert target.read_bytes() == b"weights" and target.with_suffix(".json").read_text() == '{"sha256": "x"}'

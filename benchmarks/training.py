@@ -1,0 +1,86 @@
+"""training: the shipped MAT checkpoints' training runs, from their manifests (no training here).
+
+For every ``mara_agents/checkpoints/mat/*.json``: variant, seed, env steps, updates, wall minutes and the
+evaluation completion history the trainer logged (deterministic policy on 16 fixed seeded workloads
+drawn from the `id` *training* curves). The baselines are played on those same workloads: EDF, LARA,
+LARA-FM. Writes ``benchmarks/results/training/training.{json,md}`` and the wall-clock curve
+``training_curve.png`` (evaluation completion against training wall minutes, one line per run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks import RESULTS_DIR, markdown_table
+from benchmarks.agents import CHECKPOINT_DIR, make_agent
+from benchmarks.rollout import run_agent
+from core_env.config import EnvConfig
+
+BASELINES = ("edf", "lara", "lara-fm")
+
+
+def manifests(directory: Path = CHECKPOINT_DIR) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
+
+
+def baselines(rows: Sequence[str] = BASELINES, episodes: int = 16) -> dict[str, float]:
+    """Completion of ``rows`` on the trainer's evaluation workloads."""
+    from mara_agents.mat.ppo import EVAL_SEED, training_workloads
+
+    config = EnvConfig()
+    draw = training_workloads(config)
+    workloads = [draw(np.random.default_rng([EVAL_SEED, i])) for i in range(episodes)]
+    return {row: float(run_agent(make_agent(row), workloads, config)["completion_rate"].mean()) for row in rows}
+
+
+def figure(runs: list[dict[str, Any]], levels: dict[str, float], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    colours = dict(zip(sorted({r["variant"] for r in runs}), plt.get_cmap("tab10").colors))
+    for run in runs:
+        history = run["eval"]["history"]
+        ax.plot([h["elapsed"] / 60 for h in history], [100 * h["completion_rate"] for h in history], marker=".",
+                color=colours[run["variant"]], label=run["variant"] if run["seed"] == min(r["seed"] for r in runs if r["variant"] == run["variant"]) else None)
+    for (row, level), style in zip(levels.items(), ("--", "-.", ":")):
+        ax.axhline(100 * level, color="grey", linestyle=style, lw=1, label=row)
+    ax.set_xlabel("training wall minutes (one core each)")
+    ax.set_ylabel("eval completion % (16 training-curve workloads)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks training", description=__doc__.splitlines()[0])
+    parser.parse_args(argv)
+    start = time.perf_counter()
+    runs = manifests()
+    if not runs:
+        print(f"no MAT checkpoints in {CHECKPOINT_DIR}; train them with python -m mara_agents.mat.train_all")
+        return 0
+    levels = baselines()
+    rows = [(r["variant"], r["seed"], f"{r['env_steps']:,}", r["updates"], f"{r['wall_seconds'] / 60:.1f}",
+             f"{100 * r['eval']['final_completion_rate']:.1f}") for r in runs]
+    text = "\n".join([markdown_table(("variant", "seed", "env steps", "updates", "wall min", "final eval %"), rows), "",
+                      "Baselines on the same evaluation workloads: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in levels.items())])
+    print(text)
+    directory = RESULTS_DIR / "training"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "training.json").write_text(json.dumps({"suite": "training", "runs": runs, "baselines": levels,
+                                                         "wall_s": time.perf_counter() - start}, indent=1) + "\n")
+    (directory / "training.md").write_text(text + "\n")
+    print(f"wrote {figure(runs, levels, directory / 'training_curve.png')}")
+    return 0

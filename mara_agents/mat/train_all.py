@@ -1,0 +1,72 @@
+"""Train every shipped MAT checkpoint: 4 variants × 3 seeds, a few trainings side by side.
+
+``python -m mara_agents.mat.train_all --minutes 13 --parallel 2 [--runs DIR] [--variants ...] [--seeds ...]
+[-- extra ppo flags]`` runs ``python -m mara_agents.mat.ppo`` for each (variant, seed) into
+``DIR/VARIANT-seedS/`` (one thread each; rerunning resumes unfinished runs and skips finished ones), then
+copies each finished policy to ``mara_agents/checkpoints/mat/VARIANT-seedS.pt`` with its manifest — the
+files the benchmark's learned rows load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from mara_agents.mat.agent import POLICY_FILE
+from mara_agents.mat.ppo import VARIANTS
+
+CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints" / "mat"
+
+
+def publish(run: Path, name: str, checkpoints: Path = CHECKPOINTS) -> Path:
+    """Copy a finished run's policy and manifest to ``checkpoints/NAME.pt`` and ``NAME.json``."""
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    target = checkpoints / f"{name}.pt"
+    shutil.copyfile(run / POLICY_FILE, target)
+    shutil.copyfile((run / POLICY_FILE).with_suffix(".json"), target.with_suffix(".json"))
+    return target
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.train_all", description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, required=True, help="training minutes per run")
+    parser.add_argument("--parallel", type=int, default=2, help="trainings at once (one thread each)")
+    parser.add_argument("--runs", type=Path, default=Path("runs/mat"), help="run directories (default runs/mat)")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    args, extra = parser.parse_known_args(argv)
+    extra = [a for a in extra if a != "--"]
+    queue = [(v, s) for s in args.seeds for v in args.variants]
+    running: list[tuple[str, Path, subprocess.Popen]] = []
+    while queue or running:
+        while queue and len(running) < args.parallel:
+            variant, seed = queue.pop(0)
+            name, run = f"{variant}-seed{seed}", args.runs / f"{variant}-seed{seed}"
+            if (run / POLICY_FILE).exists():
+                print(f"{name}: finished earlier", flush=True)
+                publish(run, name)
+                continue
+            run.mkdir(parents=True, exist_ok=True)
+            command = [sys.executable, "-m", "mara_agents.mat.ppo", "--out", str(run), "--variant", variant, "--seed", str(seed),
+                       "--minutes", str(args.minutes), "--threads", "1", *extra]
+            print(f"{name}: {' '.join(command)}", flush=True)
+            running.append((name, run, subprocess.Popen(command, stdout=(run / "train.log").open("a"), stderr=subprocess.STDOUT)))
+        time.sleep(5)
+        for item in list(running):
+            name, run, process = item
+            if process.poll() is not None:
+                running.remove(item)
+                if process.returncode == 0 and (run / POLICY_FILE).exists():
+                    print(f"{name}: done -> {publish(run, name)}", flush=True)
+                else:
+                    print(f"{name}: FAILED with status {process.returncode} (see {run / 'train.log'})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
