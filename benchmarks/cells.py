@@ -77,18 +77,32 @@ class Cell:
 
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Play the cell's episodes with its agent (one batch); the JSON-ready result."""
+    return run_group([cell])[0]
+
+
+def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
+    """Play cells that differ only in their root as one batch (one agent, one simulator): the same
+    per-episode results as cell by cell, with fewer and larger predictor calls."""
     from benchmarks.agents import make_agent
     from benchmarks.rollout import run_agent
 
     start = time.perf_counter()
-    workloads = cell.workloads()
-    agent = make_agent(cell.agent, cell.seed)
-    stats, decision_s, decisions = run_agent(agent, workloads, cell.config(), timed=True)
-    episodes = [{key: stats[key][i].item() for key in EPISODE_STATS} for i in range(len(workloads))]
-    means = {key: float(np.mean([e[key] for e in episodes])) for key in EPISODE_STATS}
-    return {"format": FORMAT, "key": cell.key, "cell": dataclasses.asdict(cell), "episodes": episodes, "mean": means,
-            "feasibility_bound": float(np.mean([w.feasibility_bound() for w in workloads])),
-            "decision_ms": 1e3 * decision_s / max(decisions, 1), "wall_s": time.perf_counter() - start}
+    first = cells[0]
+    if any(dataclasses.replace(c, root=first.root) != first for c in cells):
+        raise ValueError("a group's cells must differ only in their root")
+    workloads = [cell.workloads() for cell in cells]
+    flat = [w for group in workloads for w in group]
+    stats, decision_s, decisions = run_agent(make_agent(first.agent, first.seed), flat, first.config(), timed=True)
+    per_env_ms = 1e3 * decision_s / max(decisions * len(flat), 1)
+    results, offset = [], 0
+    for cell, group in zip(cells, workloads):
+        episodes = [{key: stats[key][offset + i].item() for key in EPISODE_STATS} for i in range(len(group))]
+        offset += len(group)
+        means = {key: float(np.mean([e[key] for e in episodes])) for key in EPISODE_STATS}
+        results.append({"format": FORMAT, "key": cell.key, "cell": dataclasses.asdict(cell), "episodes": episodes, "mean": means,
+                        "feasibility_bound": float(np.mean([w.feasibility_bound() for w in group])),
+                        "decision_ms": per_env_ms, "wall_s": (time.perf_counter() - start) / len(cells)})
+    return results
 
 
 class CellStore:
@@ -120,7 +134,7 @@ class CellStore:
 
 
 def run_cells(cells: Iterable[Cell], store: CellStore | None = None, workers: int = 1, backend: str = "process",
-              address: str | None = None, progress: bool = True, runner: Callable[[Cell], dict[str, Any]] = run_cell) -> list[dict[str, Any]]:
+              address: str | None = None, progress: bool = True, runner: Callable[[Cell], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Results of ``cells`` in order: cached ones loaded, the others computed and cached as they finish.
 
     Args:
@@ -130,7 +144,8 @@ def run_cells(cells: Iterable[Cell], store: CellStore | None = None, workers: in
         backend: ``"process"`` or ``"ray"`` (needs ``pip install -e ".[ray]"``).
         address: Ray cluster address (None starts or joins a local instance).
         progress: show a progress bar.
-        runner: what computes one cell (tests substitute their own).
+        runner: what computes one cell (tests substitute their own); by default cells that differ only
+            in their root run as one batch (:func:`run_group`).
     """
     if backend not in ("process", "ray"):
         raise ValueError(f"backend must be 'process' or 'ray', got {backend!r}")
@@ -147,7 +162,14 @@ def run_cells(cells: Iterable[Cell], store: CellStore | None = None, workers: in
         else:
             results[cell.key] = cached
     bar = tqdm(total=len(missing), desc="cells", unit="cell", disable=not progress, leave=False)
-    for cell, result in _compute(list(missing.values()), workers, backend, address, runner):
+    if runner is None:
+        groups: dict[Cell, list[Cell]] = {}
+        for cell in missing.values():
+            groups.setdefault(dataclasses.replace(cell, root=0), []).append(cell)
+        jobs, work = list(groups.values()), run_group
+    else:
+        jobs, work = [[cell] for cell in missing.values()], _PerCell(runner)
+    for cell, result in _compute(jobs, workers, backend, address, work):
         result = json.loads(json.dumps(result, sort_keys=True))  # as a later run will load it
         store.save(cell, result)
         results[cell.key] = result
@@ -156,23 +178,38 @@ def run_cells(cells: Iterable[Cell], store: CellStore | None = None, workers: in
     return [results[cell.key] for cell in cells]
 
 
-def _compute(cells: Sequence[Cell], workers: int, backend: str, address: str | None, runner: Callable[[Cell], dict[str, Any]]):
-    """Yield (cell, result) as cells finish."""
-    if not cells:
+class _PerCell:
+    """A per-cell runner as a job runner (picklable when the runner is)."""
+
+    def __init__(self, runner: Callable[[Cell], dict[str, Any]]) -> None:
+        self.runner = runner
+
+    def __call__(self, job: list[Cell]) -> list[dict[str, Any]]:
+        return [self.runner(cell) for cell in job]
+
+
+def _compute(jobs: Sequence[list[Cell]], workers: int, backend: str, address: str | None, work: Callable[[list[Cell]], list[dict[str, Any]]]):
+    """Yield (cell, result) as jobs (lists of cells) finish."""
+    if not jobs:
         return
     if backend == "ray":
-        yield from _compute_ray(cells, address, runner)
+        finished = _compute_ray(jobs, address, work)
     elif workers == 1:
-        for cell in cells:
-            yield cell, runner(cell)
+        finished = ((job, work(job)) for job in jobs)
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(runner, cell): cell for cell in cells}
-            for future in as_completed(futures):
-                yield futures[future], future.result()
+        finished = _compute_pool(jobs, workers, work)
+    for job, results in finished:
+        yield from zip(job, results)
 
 
-def _compute_ray(cells: Sequence[Cell], address: str | None, runner: Callable[[Cell], dict[str, Any]]):
+def _compute_pool(jobs: Sequence[list[Cell]], workers: int, work: Callable[[list[Cell]], list[dict[str, Any]]]):
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(work, job): job for job in jobs}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+def _compute_ray(jobs: Sequence[list[Cell]], address: str | None, work: Callable[[list[Cell]], list[dict[str, Any]]]):
     try:
         import ray
     except ImportError:
@@ -181,12 +218,12 @@ def _compute_ray(cells: Sequence[Cell], address: str | None, runner: Callable[[C
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
-        remote = ray.remote(runner)
-        pending = {remote.remote(cell): cell for cell in cells}
+        remote = ray.remote(work)
+        pending = {remote.remote(job): job for job in jobs}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
-            cell = pending.pop(done[0])
-            yield cell, ray.get(done[0])
+            job = pending.pop(done[0])
+            yield job, ray.get(done[0])
     finally:
         if started:
             ray.shutdown()

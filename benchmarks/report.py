@@ -216,11 +216,18 @@ def main_for(name: str):
         parser.add_argument("--backend", choices=("process", "ray"), default="process", help="where cells run (ray: pip install -e '.[ray]')")
         parser.add_argument("--address", default=None, help="Ray cluster address (default: a local instance)")
         parser.add_argument("--rows", nargs="+", default=None, help=f"agent rows (default: {' '.join(spec.rows)})")
+        parser.add_argument("--scenarios", nargs="+", default=None, help=f"only these columns (default: {'; '.join(s.name for s in spec.scenarios)})")
         parser.add_argument("--roots", type=int, default=spec.roots, help="evaluation roots (default 5)")
         parser.add_argument("--episodes", type=int, default=None, help="episodes per root (default: all of the suite file's)")
         parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (cells are cached in OUT/cells)")
         args = parser.parse_args(argv)
-        run_spec = SuiteSpec(spec.name, spec.rows, spec.scenarios, args.roots, args.episodes)
+        scenarios = spec.scenarios
+        if args.scenarios:
+            unknown = sorted(set(args.scenarios) - {s.name for s in scenarios})
+            if unknown:
+                parser.error(f"unknown scenarios {unknown}; {spec.name} has {[s.name for s in scenarios]}")
+            scenarios = tuple(s for s in scenarios if s.name in args.scenarios)
+        run_spec = SuiteSpec(spec.name, spec.rows, scenarios, args.roots, args.episodes)
         payload = run_suite(run_spec, args.out, args.rows, args.workers, args.backend, args.address, argv=argv)
         print(tables(payload))
         print(f"\nwrote {args.out / name}/ ({', '.join(Path(p).name for p in payload['figures'])})")

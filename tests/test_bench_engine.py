@@ -132,3 +132,15 @@ def test_training_curves_come_from_the_manifests(tmp_path):
     assert [r["seed"] for r in runs] == [0, 1]
     path = training.figure(runs, {"edf": 0.5, "lara": 0.6}, tmp_path / "curve.png")
     assert path.stat().st_size > 0
+
+
+def test_a_group_of_roots_in_one_batch_gives_each_cells_own_results():
+    from benchmarks.cells import run_group
+
+    cells = [Cell("lara", root=r, episodes=2) for r in (0, 3)]
+    grouped = run_group(cells)
+    for cell, result in zip(cells, grouped):
+        alone = run_cell(cell)
+        assert result["key"] == cell.key and result["episodes"] == alone["episodes"]
+    with pytest.raises(ValueError, match="differ only"):
+        run_group([Cell("edf"), Cell("fifo")])
