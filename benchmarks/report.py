@@ -218,6 +218,7 @@ def main_for(name: str):
         parser.add_argument("--rows", nargs="+", default=None, help=f"agent rows (default: {' '.join(spec.rows)})")
         parser.add_argument("--scenarios", nargs="+", default=None, help=f"only these columns (default: {'; '.join(s.name for s in spec.scenarios)})")
         parser.add_argument("--roots", type=int, default=spec.roots, help="evaluation roots (default 5)")
+        parser.add_argument("--seeds", type=int, nargs="+", default=list(spec.seeds), help="training seeds of learned rows (default 0 1 2)")
         parser.add_argument("--episodes", type=int, default=None, help="episodes per root (default: all of the suite file's)")
         parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (cells are cached in OUT/cells)")
         args = parser.parse_args(argv)
@@ -227,7 +228,7 @@ def main_for(name: str):
             if unknown:
                 parser.error(f"unknown scenarios {unknown}; {spec.name} has {[s.name for s in scenarios]}")
             scenarios = tuple(s for s in scenarios if s.name in args.scenarios)
-        run_spec = SuiteSpec(spec.name, spec.rows, scenarios, args.roots, args.episodes)
+        run_spec = SuiteSpec(spec.name, spec.rows, scenarios, args.roots, args.episodes, tuple(args.seeds))
         payload = run_suite(run_spec, args.out, args.rows, args.workers, args.backend, args.address, argv=argv)
         print(tables(payload))
         print(f"\nwrote {args.out / name}/ ({', '.join(Path(p).name for p in payload['figures'])})")
