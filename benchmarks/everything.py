@@ -36,7 +36,7 @@ timings do (±30% between runs).
 """
 
 
-def run_all(suites: Sequence[str], workers: int, backend: str, out: Path) -> dict[str, float]:
+def run_all(suites: Sequence[str], workers: int, backend: str, out: Path, cached_only: bool = False) -> dict[str, float]:
     """Run the suites; returns each one's wall time in seconds."""
     from benchmarks.__main__ import main as run_one
 
@@ -45,7 +45,7 @@ def run_all(suites: Sequence[str], workers: int, backend: str, out: Path) -> dic
         start = time.perf_counter()
         argv = [suite]
         if suite in CELL_SUITES:
-            argv += ["--workers", str(workers), "--backend", backend, "--out", str(out)]
+            argv += ["--workers", str(workers), "--backend", backend, "--out", str(out)] + (["--cached-only"] if cached_only else [])
         print(f"\n=== {suite} ===", flush=True)
         status = run_one(argv)
         if status:
@@ -93,8 +93,9 @@ def main(argv: Sequence[str] = ()) -> int:
     parser.add_argument("--backend", choices=("process", "ray"), default="process")
     parser.add_argument("--skip", nargs="*", default=[], choices=ORDER, help="suites to leave out")
     parser.add_argument("--no-publish", action="store_true", help="do not touch docs/results.md and docs/results/")
+    parser.add_argument("--cached-only", action="store_true", help="cell-based suites summarise their cached cells only (see report.py)")
     args = parser.parse_args(argv)
-    walls = run_all([s for s in ORDER if s not in args.skip], args.workers, args.backend, RESULTS_DIR)
+    walls = run_all([s for s in ORDER if s not in args.skip], args.workers, args.backend, RESULTS_DIR, args.cached_only)
     if not args.no_publish:
         page = publish(walls, RESULTS_DIR, "python -m benchmarks all " + " ".join(argv))
         print(f"\nwrote {page}")

@@ -15,6 +15,7 @@ is left out and listed under ``missing`` in the outputs rather than failing the 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -106,17 +107,16 @@ def _pairs(results: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[tupl
     return out
 
 
-def summarize(spec: SuiteSpec, results: Sequence[dict[str, Any]], rows: Sequence[str]) -> dict[str, Any]:
-    """Per-row summaries, the bound, diagnostics and the paired differences of one suite's results.
+def _scenario_key(task_set: str, load: Any, env: Any) -> str:
+    return json.dumps([task_set, load, [list(pair) for pair in env]], default=list)
 
-    ``results`` are in the order of ``spec.cells(rows)``.
-    """
-    names = []
-    for row in rows:
-        for scenario in spec.scenarios:
-            for _ in spec.seeds_of(row, scenario):
-                names += [scenario.name] * (1 if scenario.task_set == "stress" else spec.roots)
-    by = _pairs(list(zip(results, names)))
+
+def summarize(spec: SuiteSpec, results: Sequence[dict[str, Any]], rows: Sequence[str]) -> dict[str, Any]:
+    """Per-row summaries, the bound, diagnostics and the paired differences of one suite's results
+    (any subset of the suite's cells: each result is matched to its scenario by its cell)."""
+    names = {_scenario_key(s.task_set, s.load, s.env): s.name for s in spec.scenarios}
+    pairs = [(r, names[_scenario_key(r["cell"]["task_set"], r["cell"]["load"], r["cell"]["env"])]) for r in results]
+    by = _pairs(pairs)
     table: dict[str, dict[str, dict[str, float]]] = {}
     diagnostics: dict[str, dict[str, float]] = {}
     for row in rows:
@@ -126,15 +126,17 @@ def summarize(spec: SuiteSpec, results: Sequence[dict[str, Any]], rows: Sequence
             if cells:
                 table[row][scenario.name] = _spread(np.array([100 * r["mean"]["completion_rate"] for r in cells.values()]))
         first = by.get((row, spec.scenarios[0].name), {})
-        diagnostics[row] = {key: float(np.mean([r["mean"][key] for r in first.values()])) for key in
-                            ("node_utilization", "wasted_node_steps", "switches", "conflicts", "invalid_actions")}
-        diagnostics[row]["decision_ms"] = float(np.mean([r["decision_ms"] for r in first.values()]))
+        if first:
+            diagnostics[row] = {key: float(np.mean([r["mean"][key] for r in first.values()])) for key in
+                                ("node_utilization", "wasted_node_steps", "switches", "conflicts", "invalid_actions")}
+            diagnostics[row]["decision_ms"] = float(np.mean([r["decision_ms"] for r in first.values()]))
     bound = {}
     for scenario in spec.scenarios:
-        cells = by.get((rows[0], scenario.name), {})
-        per_root = {root: 100 * r["feasibility_bound"] for (_, root), r in cells.items()}
-        values = np.array(list(per_root.values()))
-        bound[scenario.name] = {"mean": float(values.mean()), "sd": float(values.std(ddof=1)) if values.size > 1 else 0.0, "n": int(values.size)}
+        per_root = {}
+        for row in rows:
+            per_root.update({root: 100 * r["feasibility_bound"] for (_, root), r in by.get((row, scenario.name), {}).items()})
+        if per_root:
+            bound[scenario.name] = _spread(np.array(list(per_root.values())))
     _add_averages(table, bound, spec, by, rows)
     return {"table": table, "bound": bound, "diagnostics": diagnostics, "differences": differences(spec, by, rows)}
 

@@ -47,17 +47,25 @@ def commit() -> str:
 
 
 def run_suite(spec: SuiteSpec, out: Path = RESULTS_DIR, rows: Sequence[str] | None = None, workers: int = 1, backend: str = "process",
-              address: str | None = None, progress: bool = True, argv: Sequence[str] = ()) -> dict[str, Any]:
-    """Run (or resume) one suite and write its outputs; returns the JSON payload."""
+              address: str | None = None, progress: bool = True, argv: Sequence[str] = (), cached_only: bool = False) -> dict[str, Any]:
+    """Run (or resume) one suite and write its outputs; returns the JSON payload. With ``cached_only``,
+    summarise the cells already computed and list the others as not computed."""
     start = time.perf_counter()
     rows, missing = rows_to_run(spec, rows)
     if not rows:
         raise ValueError(f"suite {spec.name}: no row can run (missing checkpoints for {missing})")
     cells = spec.cells(rows)
-    results = run_cells(cells, CellStore(out / "cells"), workers=workers, backend=backend, address=address, progress=progress)
+    store = CellStore(out / "cells")
+    not_computed = []
+    if cached_only:
+        not_computed = sorted({f"{c.agent} on {c.task_set}/{c.load}{' ' + str(dict(c.env)) if c.env else ''} seed {c.seed}" for c in cells if store.load(c) is None})
+        cells = [c for c in cells if store.load(c) is not None]
+        if not cells:
+            raise ValueError(f"suite {spec.name}: --cached-only found no cached cell under {store.directory}")
+    results = run_cells(cells, store, workers=workers, backend=backend, address=address, progress=progress)
     summary = summarize(spec, results, rows)
     payload = {"suite": spec.name, "command": "python -m benchmarks " + " ".join([spec.name, *argv]), "commit": commit(), "machine": machine(),
-               "wall_s": time.perf_counter() - start, "cells": len(cells), "rows": rows, "missing": missing,
+               "wall_s": time.perf_counter() - start, "cells": len(cells), "rows": rows, "missing": missing, "not_computed": not_computed,
                "scenarios": [s.name for s in spec.scenarios], "roots": spec.roots, **summary}
     directory = out / spec.name
     directory.mkdir(parents=True, exist_ok=True)
@@ -112,6 +120,9 @@ def tables(payload: dict[str, Any]) -> str:
                                   f"{d['p_value']:.4f}", d["n"]) for d in payload["differences"]])]
     if payload["missing"]:
         text += ["", f"Left out (no shipped checkpoint): {', '.join(payload['missing'])}."]
+    if payload.get("not_computed"):
+        text += ["", f"Not computed in this run (`--cached-only`; {len(payload['not_computed'])} row × scenario × seed combinations): "
+                 + "; ".join(payload["not_computed"]) + "."]
     text += ["", f"{payload['cells']} cells; wall time {payload['wall_s']:.0f} s on {payload['machine']['cpus']} CPUs ({payload['machine']['processor']})."]
     return "\n".join(text)
 
@@ -132,7 +143,9 @@ def figures(spec: SuiteSpec, payload: dict[str, Any], results: Sequence[dict[str
     width = 0.8 / max(len(names), 1)
     for j, name in enumerate(names):
         xs = [i + j * width for i in range(len(table))]
-        ax.bar(xs, [cells[name]["mean"] for cells in table.values()], width, yerr=[cells[name]["sd"] for cells in table.values()], label=name, capsize=2)
+        empty = {"mean": np.nan, "sd": 0.0}
+        ax.bar(xs, [cells.get(name, empty)["mean"] for cells in table.values()], width,
+               yerr=[cells.get(name, empty)["sd"] for cells in table.values()], label=name, capsize=2)
     ax.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(table))], list(table), rotation=45, ha="right")
     ax.set_ylabel("completion %")
     ax.set_title(f"{spec.name}: completion by agent (mean ± sd over cells)")
@@ -195,6 +208,8 @@ def _load_figure(spec: SuiteSpec, table: dict[str, Any], loads: list[str], direc
     """Completion (average over task sets) against load, one line per row."""
     fig, ax = plt.subplots(figsize=(6, 3.8))
     for row, cells in table.items():
+        if not all(f"average/{load}" in cells for load in loads):
+            continue
         ax.errorbar(loads, [cells[f"average/{load}"]["mean"] for load in loads], yerr=[cells[f"average/{load}"]["sd"] for load in loads],
                     marker="o", capsize=2, label=row)
     ax.set_xlabel("load")
@@ -221,6 +236,7 @@ def main_for(name: str):
         parser.add_argument("--seeds", type=int, nargs="+", default=list(spec.seeds), help="training seeds of learned rows (default 0 1 2)")
         parser.add_argument("--episodes", type=int, default=None, help="episodes per root (default: all of the suite file's)")
         parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (cells are cached in OUT/cells)")
+        parser.add_argument("--cached-only", action="store_true", help="summarise the cached cells only; list the rest as not computed")
         args = parser.parse_args(argv)
         scenarios = spec.scenarios
         if args.scenarios:
@@ -229,7 +245,7 @@ def main_for(name: str):
                 parser.error(f"unknown scenarios {unknown}; {spec.name} has {[s.name for s in scenarios]}")
             scenarios = tuple(s for s in scenarios if s.name in args.scenarios)
         run_spec = SuiteSpec(spec.name, spec.rows, scenarios, args.roots, args.episodes, tuple(args.seeds))
-        payload = run_suite(run_spec, args.out, args.rows, args.workers, args.backend, args.address, argv=argv)
+        payload = run_suite(run_spec, args.out, args.rows, args.workers, args.backend, args.address, argv=argv, cached_only=args.cached_only)
         print(tables(payload))
         print(f"\nwrote {args.out / name}/ ({', '.join(Path(p).name for p in payload['figures'])})")
         return 0

@@ -144,3 +144,14 @@ def test_a_group_of_roots_in_one_batch_gives_each_cells_own_results():
         assert result["key"] == cell.key and result["episodes"] == alone["episodes"]
     with pytest.raises(ValueError, match="differ only"):
         run_group([Cell("edf"), Cell("fifo")])
+
+
+def test_cached_only_summarises_what_is_cached_and_lists_the_rest(tmp_path):
+    first = SuiteSpec("paper", ("edf",), TINY.scenarios, roots=2, episodes=1)
+    with pytest.raises(ValueError, match="no cached cell"):
+        report.run_suite(first, tmp_path, progress=False, cached_only=True)
+    report.run_suite(first, tmp_path, progress=False)
+    payload = report.run_suite(TINY, tmp_path, progress=False, cached_only=True)
+    assert payload["cells"] == 4 and payload["table"]["lara"] == {}
+    assert len(payload["not_computed"]) == 2 and all(entry.startswith("lara on") for entry in payload["not_computed"])
+    assert "Not computed" in (tmp_path / "paper" / "paper.md").read_text()
