@@ -110,7 +110,7 @@ def tables(payload: dict[str, Any]) -> str:
     if payload["suite"] == "diagnostics":
         diag = payload["diagnostics"]
         text += ["", f"Diagnostics on {columns[0]} (per episode, mean over cells):", "",
-                 markdown_table(("agent", "node utilization", "node-steps wasted on failed tasks", "switches", "conflicts", "decision ms / batched step"),
+                 markdown_table(("agent", "node utilization", "node-steps wasted on failed tasks", "switches", "conflicts", "decision ms per env-step (batched)"),
                                 [(row, f"{d['node_utilization']:.3f}", f"{d['wasted_node_steps']:.1f}", f"{d['switches']:.1f}", f"{d['conflicts']:.1f}",
                                   f"{d['decision_ms']:.2f}") for row, d in diag.items()])]
     if payload["differences"]:
