@@ -3,16 +3,29 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# RLlib and BenchMARL pin gymnasium==1.2.2 / torchrl<0.12, so they get their own venv (`make rllib-venv`;
+# the tests use it when it exists and skip with a printed reason otherwise).
+RLLIB_VENV := build/rllib-venv
+RLLIB_STAMP := $(RLLIB_VENV)/.installed
 
-.PHONY: setup test bench perf suites clean
+.PHONY: setup test bench perf suites clean rllib-venv
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first, pinned: anything unpinned would pull a multi-GB CUDA build
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e ".[dev,curves]"
+	$(BIN)/python -m pip install --quiet torch==2.13.0 -e ".[dev,curves,sb3,torchrl]"
 	touch $(STAMP)
+
+$(RLLIB_STAMP): pyproject.toml Makefile
+	test -x $(RLLIB_VENV)/bin/python || $(PYTHON) -m venv $(RLLIB_VENV)
+	$(RLLIB_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(RLLIB_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(RLLIB_VENV)/bin/python -m pip install --quiet torch==2.13.0 -e ".[rllib,benchmarl]"
+	touch $(RLLIB_STAMP)
+
+rllib-venv: $(RLLIB_STAMP)
 
 setup: $(STAMP)
 

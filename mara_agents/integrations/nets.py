@@ -1,0 +1,150 @@
+"""A small shared-parameter actor-critic for core_env and a conflict-free joint action distribution.
+
+:class:`SlotActor` scores every (node, slot) pair with one MLP over the node's context (node and global
+features), the slot's features and a "this node served the slot last step" flag, plus an idle logit per
+node: logits (B, N, K+1). Every node uses the same weights (the node index is one of its features), so
+this is one policy shared by all nodes, and it works for any N and K with the same history H.
+
+:class:`SlotCritic` is a centralized value V(s) over the pooled slot table and the mean node context.
+
+:class:`SequentialMaskedCategorical` turns per-node logits into a joint distribution over (N,) actions
+that never breaks the env's rules: node i samples from its logits with the env mask *and* the tasks
+already taken by nodes 0..i-1 removed (idle always allowed). Its log-probability of a joint action is
+the sum of these conditional log-probabilities, recomputed from the action itself, so PPO's ratio is
+exact. No masked action and no conflict can ever be sampled.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from core_env import features
+from mara_agents.integrations.common import MASKED_LOGIT
+
+CONTEXT = features.NODE_FEATURES + features.GLOBAL_FEATURES
+
+
+def split_observation(obs: torch.Tensor, history: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(B, N, D) observations -> context (B, N, 6), slot table (B, N, K, F+1) with a served-by-me flag, present (B, K)."""
+    if obs.ndim != 3:
+        raise ValueError(f"observation must have shape (B, N, D), got {tuple(obs.shape)}")
+    width = features.slot_width(history)
+    rest = obs.shape[-1] - features.SLOT_TABLE_START
+    if rest <= 0 or rest % width:
+        raise ValueError(f"observation length D={obs.shape[-1]} does not fit history H={history} (slot width {width})")
+    B, N, _ = obs.shape
+    K = rest // width
+    context = obs[..., :CONTEXT]
+    table = obs[..., features.SLOT_TABLE_START:].reshape(B, N, K, width)
+    last = torch.round(obs[..., 2] * K).long() - 1  # slot this node served last step, -1 idle
+    mine = (last.unsqueeze(-1) == torch.arange(K, device=obs.device)).float().unsqueeze(-1)
+    return context, torch.cat([table, mine], dim=-1), table[:, 0, :, features.PRESENT]
+
+
+def mlp(sizes: list[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(nn.Tanh())
+    return nn.Sequential(*layers)
+
+
+class SlotActor(nn.Module):
+    """Per-node logits (B, N, K+1): column 0 idle, column k the task in slot k-1 (masks not applied)."""
+
+    def __init__(self, history: int = 8, hidden: int = 64) -> None:
+        super().__init__()
+        self.history, self.hidden = history, hidden
+        width = features.slot_width(history) + 1
+        self.score = mlp([CONTEXT + width, hidden, hidden, 1])
+        self.idle = mlp([CONTEXT, hidden, 1])
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        context, table, _ = split_observation(obs, self.history)
+        K = table.shape[2]
+        pairs = torch.cat([context.unsqueeze(2).expand(-1, -1, K, -1), table], dim=-1)
+        return torch.cat([self.idle(context), self.score(pairs).squeeze(-1)], dim=-1)
+
+
+class SlotCritic(nn.Module):
+    """Centralized value V(s) (B,) from the slot table (pooled over present slots) and the mean node context."""
+
+    def __init__(self, history: int = 8, hidden: int = 64) -> None:
+        super().__init__()
+        self.history = history
+        width = features.slot_width(history)
+        self.embed = mlp([features.GLOBAL_FEATURES + width, hidden, hidden])
+        self.head = mlp([2 * hidden + CONTEXT, hidden, 1])
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        context, table, present = split_observation(obs, self.history)
+        slots = table[:, 0, :, :-1]  # (B, K, F): identical for every node
+        glob = context[:, 0, features.NODE_FEATURES:].unsqueeze(1).expand(-1, slots.shape[1], -1)
+        e = torch.tanh(self.embed(torch.cat([glob, slots], dim=-1)))
+        w = present.unsqueeze(-1)
+        mean = (e * w).sum(1) / w.sum(1).clamp(min=1.0)
+        top = torch.where(w > 0, e, torch.full_like(e, -1.0)).amax(1)
+        return self.head(torch.cat([mean, top, context.mean(1)], dim=-1)).squeeze(-1)
+
+
+class SequentialMaskedCategorical(torch.distributions.Distribution):
+    """Joint distribution over (N,) node actions with env masks and no two nodes on one task.
+
+    Args:
+        logits: (B, N, K+1) per-node logits.
+        mask: (B, N, K+1) env action mask (nonzero = allowed; column 0, idle, must be allowed).
+        path: optional (B, N) actions along which :meth:`entropy` is evaluated (PPO's update passes the
+            stored actions); without it the entropy follows the distribution's mode.
+    """
+
+    arg_constraints: dict = {}
+    has_rsample = False
+
+    def __init__(self, logits: torch.Tensor, mask: torch.Tensor, path: torch.Tensor | None = None) -> None:
+        self.logits, self.mask, self.path = logits, mask.bool(), path
+        super().__init__(batch_shape=logits.shape[:1], event_shape=logits.shape[1:2], validate_args=False)
+
+    def _walk(self, act: torch.Tensor | None, how: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Go through the nodes in order; returns (actions (B, N), log-prob (B,), entropy (B,))."""
+        B, N, A = self.logits.shape
+        taken = torch.zeros(B, A, dtype=torch.bool, device=self.logits.device)
+        actions, logp, ent = [], torch.zeros(B, device=self.logits.device), torch.zeros(B, device=self.logits.device)
+        for i in range(N):
+            allowed = self.mask[:, i] & ~taken
+            allowed[:, 0] = True
+            logits = torch.where(allowed, self.logits[:, i], torch.full_like(self.logits[:, i], MASKED_LOGIT))
+            log_p = torch.log_softmax(logits, dim=-1)
+            if act is not None:
+                a = act[:, i].long()
+            elif how == "sample":
+                a = torch.distributions.Categorical(logits=logits).sample()
+            else:
+                a = logits.argmax(-1)
+            actions.append(a)
+            logp = logp + log_p.gather(1, a.unsqueeze(1)).squeeze(1)
+            ent = ent - (log_p.exp() * log_p).sum(-1)
+            taken = taken | (torch.nn.functional.one_hot(a, A).bool() & (a > 0).unsqueeze(1))
+        return torch.stack(actions, dim=1), logp, ent
+
+    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        with torch.no_grad():
+            return self._walk(None, "sample")[0]
+
+    @property
+    def mode(self) -> torch.Tensor:
+        with torch.no_grad():
+            return self._walk(None, "mode")[0]
+
+    @property
+    def variance(self) -> torch.Tensor:
+        """Not defined for a categorical joint action; zeros (Tianshou's collector logs a std)."""
+        return torch.zeros(self.logits.shape[:2])
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        return self._walk(value, "")[1]
+
+    def entropy(self) -> torch.Tensor:
+        """Sum of the nodes' conditional entropies along ``path`` (or the mode): an estimate of the joint entropy."""
+        return self._walk(self.path, "mode")[2]

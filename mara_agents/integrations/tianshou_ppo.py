@@ -1,0 +1,316 @@
+"""Masked PPO with Tianshou (2.x) on the centralized Gymnasium view of core_env.
+
+One policy is shared by all nodes (:class:`~mara_agents.integrations.nets.SlotActor`: the same weights
+score every (node, slot) pair) and trained through Tianshou's own ``Collector`` and ``OnPolicyTrainer``
+with Tianshou's ``PPO`` algorithm on ``gym.make("core_env/DiscreteCoRE-v0")`` (MultiDiscrete actions,
+one joint action per step, scalar team reward).
+
+**Masks.** Tianshou's PPO never reads masks itself; here the actor returns the logits *and* the env's
+``action_mask`` and the distribution (:class:`~mara_agents.integrations.nets.SequentialMaskedCategorical`)
+puts ``-1e9`` on masked logits. **Conflicts** (two nodes on one task) are resolved *sequentially*: node i
+cannot pick a task that nodes 0..i-1 already picked this step, and the log-probability PPO uses is the
+exact probability of the joint action under that rule. So no invalid action and no conflict is ever sent
+to the env; the training report counts both from the env's infos (they stay 0).
+
+Run::
+
+    python -m mara_agents.integrations.tianshou_ppo --epochs 10 --steps-per-epoch 4096 --out runs/tianshou_ppo
+
+which writes ``policy.pt`` (+ ``policy.json`` manifest and ``train.json`` with the learning curve).
+:func:`load_agent` returns the trained policy as a :class:`mara_agents.protocols.Agent` (greedy by
+default) for the benchmark row "PPO (Tianshou)".
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from core_env.npz import write_atomic
+from mara_agents.integrations.common import SMALL_ENV, EpisodeLog, RecordEpisodes, make_gym_env
+from mara_agents.integrations.nets import SequentialMaskedCategorical, SlotActor, SlotCritic
+from mara_agents.protocols import Agent
+
+FORMAT = "mara_agents.integrations.tianshou_ppo/1"
+POLICY_FILE = "policy.pt"
+ROW_NAME = "PPO (Tianshou)"
+#: The shipped policy: trained with the module's defaults (env defaults N=4, K=16, 8 epochs x 4096 steps, seed 0).
+SHIPPED_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "tianshou_ppo" / POLICY_FILE
+
+
+# --------------------------------------------------------------------------------------------------
+# Tianshou glue: the obs Batch -> tensors
+
+
+def _obs_tensors(obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, N, D) float32 observations and (B, N, K+1) masks from Tianshou's obs Batch (numpy or torch)."""
+    return (torch.as_tensor(np.asarray(obs.observation) if not torch.is_tensor(obs.observation) else obs.observation, dtype=torch.float32),
+            torch.as_tensor(np.asarray(obs.action_mask) if not torch.is_tensor(obs.action_mask) else obs.action_mask))
+
+
+class JointActor(nn.Module):
+    """Tianshou actor: obs Batch -> ((logits (B, N, K+1), mask (B, N, K+1)), state)."""
+
+    def __init__(self, net: SlotActor) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, obs: Any, state: Any = None, info: Any = None):
+        observation, mask = _obs_tensors(obs)
+        return (self.net(observation), mask), state
+
+
+class JointCritic(nn.Module):
+    """Tianshou critic: obs Batch -> V(s) (B,)."""
+
+    def __init__(self, net: SlotCritic) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, obs: Any) -> torch.Tensor:
+        return self.net(_obs_tensors(obs)[0])
+
+
+def _policy_class():
+    from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
+    from tianshou.data import Batch
+
+    class JointMaskedPolicy(ProbabilisticActorPolicy):
+        """ProbabilisticActorPolicy whose distribution knows the masks; in the update the stored joint
+        action is also handed to the distribution so the entropy bonus follows it."""
+
+        def forward(self, batch, state=None):
+            (logits, mask), hidden = self.actor(batch.obs, state=state, info=batch.get("info"))
+            act = batch.get("act")
+            path = torch.as_tensor(np.asarray(act) if not torch.is_tensor(act) else act).long() if act is not None else None
+            dist = SequentialMaskedCategorical(logits, mask, path)
+            sample = dist.mode if self.deterministic_eval and not self.is_within_training_step else dist.sample()
+            return Batch(logits=logits, act=sample, state=hidden, dist=dist)
+
+    return JointMaskedPolicy
+
+
+def _ppo_class():
+    from tianshou.algorithm import PPO
+
+    class RecordingPPO(PPO):
+        """Tianshou's PPO, unchanged, that also keeps every update's mean losses."""
+
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.loss_history: list[dict[str, float]] = []
+
+        def _update_with_batch(self, batch, batch_size, repeat):
+            stats = super()._update_with_batch(batch, batch_size, repeat)
+            self.loss_history.append({k: float(getattr(stats, k).mean) for k in ("loss", "actor_loss", "vf_loss", "ent_loss")})
+            return stats
+
+    return RecordingPPO
+
+
+# --------------------------------------------------------------------------------------------------
+# Training
+
+
+def train(env_kwargs: Mapping[str, Any] | None = None, *, epochs: int = 10, steps_per_epoch: int = 4096, collect_steps: int = 1024,
+          n_envs: int = 4, batch_size: int = 256, repeat: int = 4, lr: float = 3e-4, hidden: int = 64, gamma: float = 0.99,
+          gae_lambda: float = 0.95, ent_coef: float = 0.01, seed: int = 0, out: Path | str | None = None,
+          threads: int | None = 1, verbose: bool = True) -> dict[str, Any]:
+    """Train masked PPO with Tianshou's collector and trainer; return a report (and write a checkpoint to ``out``).
+
+    Args:
+        env_kwargs: core_env keyword arguments (EnvConfig names); default: the env's defaults.
+        epochs / steps_per_epoch: Tianshou trainer epochs and env steps per epoch (total steps = product).
+        collect_steps: env steps collected (over ``n_envs`` envs) before each PPO update.
+        batch_size / repeat: PPO minibatch size and passes over each collected batch.
+        threads: torch intra-op threads (None: leave torch's default).
+
+    Returns:
+        ``{"loss": [...], "episodes": [...], "first": {...}, "last": {...}, "env_steps", "seconds", "checkpoint"}``
+        where ``first``/``last`` summarize the completion rate, invalid actions and conflicts of the first and
+        last quarter of the training episodes.
+    """
+    from tianshou.algorithm.optim import AdamOptimizerFactory
+    from tianshou.data import Collector, VectorReplayBuffer
+    from tianshou.env import DummyVectorEnv
+    from tianshou.trainer import OnPolicyTrainerParams
+
+    previous_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    env_kwargs = dict(env_kwargs or {})
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    log = EpisodeLog()
+    venv = DummyVectorEnv([lambda: RecordEpisodes(make_gym_env(**env_kwargs), log) for _ in range(n_envs)])
+    venv.seed([seed * 1000 + i for i in range(n_envs)])
+    history = venv.get_env_attr("config", [0])[0].history
+    actor_net, critic_net = SlotActor(history, hidden), SlotCritic(history, hidden)
+    policy = _policy_class()(actor=JointActor(actor_net), dist_fn=lambda x: x, action_space=venv.action_space[0],
+                             observation_space=venv.observation_space[0], action_scaling=False, action_bound_method=None,
+                             deterministic_eval=True)
+    algorithm = _ppo_class()(policy=policy, critic=JointCritic(critic_net), optim=AdamOptimizerFactory(lr=lr), gamma=gamma,
+                             gae_lambda=gae_lambda, ent_coef=ent_coef, vf_coef=0.5, max_grad_norm=0.5, eps_clip=0.2)
+    collector = Collector(algorithm, venv, VectorReplayBuffer(collect_steps, n_envs))
+    collector.reset()
+    params = OnPolicyTrainerParams(training_collector=collector, max_epochs=epochs, epoch_num_steps=steps_per_epoch,
+                                   collection_step_num_env_steps=collect_steps, batch_size=batch_size,
+                                   update_step_num_repetitions=repeat, test_collector=None, show_progress=False, verbose=False)
+    start = time.perf_counter()
+    result = algorithm.run_training(params)
+    seconds = time.perf_counter() - start
+    venv.close()
+    torch.set_num_threads(previous_threads)
+    quarter = max(1, len(log) // 4)
+    report = {"library": "tianshou", "row": ROW_NAME, "env": env_kwargs, "epochs": epochs, "env_steps": int(result.train_step),
+              "updates": len(algorithm.loss_history), "seconds": round(seconds, 2), "loss": [h["loss"] for h in algorithm.loss_history],
+              "episodes": log.episodes, "first": _head(log, quarter), "last": log.summary(quarter),
+              "conflict_rule": "sequential: node i cannot pick a task taken by nodes < i (no env conflicts)"}
+    if verbose:
+        print(f"tianshou PPO: {report['updates']} updates, {len(log)} episodes in {seconds:.1f}s; completion first quarter "
+              f"{report['first'].get('completion_rate', float('nan')):.3f} -> last quarter {report['last'].get('completion_rate', float('nan')):.3f}; "
+              f"invalid actions {log.summary()['invalid_actions'] if len(log) else 0}, conflicts {log.summary()['conflicts'] if len(log) else 0}")
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        report["checkpoint"] = str(save_checkpoint(out / POLICY_FILE, actor_net, critic_net,
+                                                   {"env": env_kwargs, "seed": seed, "epochs": epochs, "steps_per_epoch": steps_per_epoch}))
+        write_atomic(out / "train.json", (json.dumps(report, indent=1, default=float) + "\n").encode())
+    return report
+
+
+def _head(log: EpisodeLog, n: int) -> dict[str, float]:
+    return EpisodeLog(log.episodes[:n]).summary()
+
+
+# --------------------------------------------------------------------------------------------------
+# Checkpoints and the Agent
+
+
+def save_checkpoint(path: Path | str, actor: SlotActor, critic: SlotCritic | None = None, meta: Mapping[str, Any] | None = None) -> Path:
+    """Write ``policy.pt`` (format tag, net sizes, weights) and a ``.json`` manifest with its sha256, atomically."""
+    path = Path(path)
+    buffer = io.BytesIO()
+    torch.save({"format": FORMAT, "history": actor.history, "hidden": actor.hidden, "actor": actor.state_dict(),
+                "critic": None if critic is None else critic.state_dict(), "meta": dict(meta or {})}, buffer)
+    data = buffer.getvalue()
+    write_atomic(path, data)
+    manifest = {"format": FORMAT, "weights": path.name, "sha256": hashlib.sha256(data).hexdigest(), "torch": torch.__version__,
+                "parameters": sum(p.numel() for p in actor.parameters()), **dict(meta or {})}
+    write_atomic(path.with_suffix(".json"), (json.dumps(manifest, indent=1, sort_keys=True, default=str) + "\n").encode())
+    return path
+
+
+class TianshouPPOAgent(Agent):
+    """A trained :class:`SlotActor` behind the :class:`~mara_agents.protocols.Agent` interface.
+
+    ``act`` returns conflict-free, mask-respecting (B, N) int64 actions: the greedy (``deterministic=True``)
+    or sampled joint action of :class:`SequentialMaskedCategorical`. Works for any N and K (same history H).
+    """
+
+    name = ROW_NAME
+
+    def __init__(self, actor: SlotActor, deterministic: bool = True, seed: int = 0) -> None:
+        self.actor = actor.eval()
+        self.deterministic = deterministic
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray, oracle: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        with torch.no_grad():
+            logits = self.actor(torch.as_tensor(observation, dtype=torch.float32))
+            dist = SequentialMaskedCategorical(logits, torch.as_tensor(action_mask))
+            if self.deterministic:
+                actions = dist.mode
+            else:
+                state = torch.random.get_rng_state()
+                torch.random.set_rng_state(self.generator.get_state())
+                actions = dist.sample()
+                self.generator.set_state(torch.random.get_rng_state())
+                torch.random.set_rng_state(state)
+        return actions.numpy().astype(np.int64)
+
+
+def load_agent(path: Path | str = SHIPPED_CHECKPOINT, deterministic: bool = True) -> TianshouPPOAgent:
+    """The :class:`TianshouPPOAgent` of a checkpoint (``policy.pt`` or a run directory holding one; default:
+    the shipped :data:`SHIPPED_CHECKPOINT`), for the benchmark row :data:`ROW_NAME`.
+
+    Raises:
+        ValueError: missing file, another format, or a checksum that does not match the manifest.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / POLICY_FILE
+    if not path.exists():
+        raise ValueError(f"no Tianshou PPO checkpoint at {path}; train one with python -m mara_agents.integrations.tianshou_ppo --out DIR")
+    data = path.read_bytes()
+    manifest = path.with_suffix(".json")
+    if manifest.exists():
+        expected = json.loads(manifest.read_text()).get("sha256")
+        if expected and expected != hashlib.sha256(data).hexdigest():
+            raise ValueError(f"{path}: checksum does not match {manifest.name}")
+    ckpt = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    if ckpt.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a {FORMAT} checkpoint (format {ckpt.get('format')!r})")
+    actor = SlotActor(ckpt["history"], ckpt["hidden"])
+    actor.load_state_dict(ckpt["actor"])
+    return TianshouPPOAgent(actor, deterministic=deterministic)
+
+
+def evaluate(agent: Agent, env_kwargs: Mapping[str, Any], seeds: range | list[int]) -> dict[str, float]:
+    """Mean completion rate, invalid actions and conflicts of ``agent`` on the Gymnasium view, one episode per seed."""
+    log = EpisodeLog()
+    env = RecordEpisodes(make_gym_env(**env_kwargs), log)
+    for seed in seeds:
+        obs, _ = env.reset(seed=int(seed))
+        agent.reset(1, obs["action_mask"].shape[0], obs["action_mask"].shape[1] - 1)
+        done = False
+        while not done:
+            action = agent.act(obs["observation"][None], obs["action_mask"][None])[0]
+            obs, _, terminated, truncated, _ = env.step(action)
+            done = terminated or truncated
+    env.close()
+    return log.summary()
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="python -m mara_agents.integrations.tianshou_ppo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/tianshou_ppo"), help="run directory for policy.pt, policy.json, train.json")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--steps-per-epoch", type=int, default=4096, help="env steps per trainer epoch")
+    parser.add_argument("--collect-steps", type=int, default=1024, help="env steps per PPO update")
+    parser.add_argument("--n-envs", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--repeat", type=int, default=4, help="PPO passes per collected batch")
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--ent-coef", type=float, default=0.01)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--small", action="store_true", help=f"train on the small test config {SMALL_ENV}")
+    parser.add_argument("--env", type=json.loads, default=None, help='core_env kwargs as JSON, e.g. \'{"n_nodes": 4, "n_slots": 16}\'')
+    parser.add_argument("--eval-episodes", type=int, default=8, help="greedy evaluation episodes after training (seeds 10000+)")
+    args = parser.parse_args(argv)
+    env_kwargs = dict(SMALL_ENV) if args.small else {}
+    env_kwargs.update(args.env or {})
+    report = train(env_kwargs, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, collect_steps=args.collect_steps,
+                   n_envs=args.n_envs, batch_size=args.batch_size, repeat=args.repeat, lr=args.lr, ent_coef=args.ent_coef,
+                   seed=args.seed, out=args.out, threads=args.threads)
+    if args.eval_episodes:
+        seeds = list(range(10_000, 10_000 + args.eval_episodes))
+        report["eval_greedy"] = evaluate(load_agent(args.out), env_kwargs, seeds)
+        print(f"greedy eval on {args.eval_episodes} seeded episodes: {report['eval_greedy']}")
+        write_atomic(args.out / "train.json", (json.dumps(report, indent=1, default=float) + "\n").encode())
+    return report
+
+
+if __name__ == "__main__":
+    main()

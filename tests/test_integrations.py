@@ -1,0 +1,228 @@
+"""Each MARL library trains a few iterations on a small core_env and never breaks the env's masks.
+
+For every library: the losses are finite, the env's ``invalid_actions`` statistic is 0 over all training
+episodes, and the completion rate is reported (printed; run ``pytest -s`` to see it). Tianshou's masked
+PPO also resolves conflicts itself, so its ``conflicts`` must be 0 too; the other libraries act
+independently per node and the env resolves (and counts) their conflicts.
+
+Optional libraries are skipped with a reason when they are not installed (``make setup`` installs the
+``sb3`` and ``torchrl`` extras). RLlib and BenchMARL pin versions that conflict with the main venv
+(gymnasium==1.2.2, torchrl<0.12), so they run in a subprocess of their own venv, ``build/rllib-venv``
+(``make rllib-venv``; ``make test`` does not build it, to keep CI short), or of ``$CORE_RLLIB_PYTHON``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mara_agents.integrations.common import SMALL_ENV
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _check_report(report: dict, *, conflicts_allowed: bool) -> None:
+    losses = report["loss"]
+    assert losses and all(math.isfinite(x) for x in losses), f"non-finite or missing losses: {losses}"
+    episodes = report["episodes"] if isinstance(report["episodes"], list) else None
+    if episodes is not None:
+        assert episodes, "no training episode finished"
+        assert sum(e["invalid_actions"] for e in episodes) == 0
+        if not conflicts_allowed:
+            assert sum(e["conflicts"] for e in episodes) == 0
+        rates = [e["completion_rate"] for e in episodes]
+        assert all(0.0 <= r <= 1.0 for r in rates)
+        print(f"\n{report['library']}: {len(episodes)} episodes, completion first {report['first']} -> last {report['last']}, "
+              f"loss {losses[0]:.4f} -> {losses[-1]:.4f}, {report['seconds']}s")
+
+
+# --------------------------------------------------------------------------------------------------
+# The conflict-free masked distribution behind the Tianshou policy
+
+
+def test_sequential_masked_categorical_is_a_conflict_free_distribution():
+    torch = pytest.importorskip("torch")
+    from mara_agents.integrations.nets import SequentialMaskedCategorical
+
+    g = torch.Generator().manual_seed(0)
+    B, N, A = 3, 3, 4
+    logits = torch.randn(B, N, A, generator=g)
+    mask = torch.ones(B, N, A, dtype=torch.int8)
+    mask[0, :, 2] = 0  # slot 1 empty in env 0
+    mask[1, :, 1:] = 0  # nothing to do in env 1
+    dist = SequentialMaskedCategorical(logits, mask)
+    # The probabilities of all joint actions sum to 1, and every one with mass is legal and conflict-free.
+    joint = torch.tensor(list(itertools.product(range(A), repeat=N)))
+    for b in range(B):
+        p = SequentialMaskedCategorical(logits[b:b + 1].expand(len(joint), -1, -1), mask[b:b + 1].expand(len(joint), -1, -1)).log_prob(joint).exp()
+        assert float(p.sum()) == pytest.approx(1.0, abs=1e-5)
+        for a, pa in zip(joint.tolist(), p.tolist()):
+            legal = all(mask[b, i, x] for i, x in enumerate(a)) and len([x for x in a if x]) == len({x for x in a if x})
+            assert legal or pa < 1e-6, (b, a, pa)
+    for _ in range(20):
+        a = dist.sample()
+        assert a.shape == (B, N) and a.dtype == torch.int64
+        for b in range(B):
+            chosen = [x for x in a[b].tolist() if x]
+            assert len(chosen) == len(set(chosen))
+            assert all(mask[b, i, x] for i, x in enumerate(a[b].tolist()))
+    assert torch.isfinite(dist.entropy()).all() and torch.isfinite(dist.log_prob(dist.mode)).all()
+
+
+# --------------------------------------------------------------------------------------------------
+# Tianshou (core dependency)
+
+
+def test_tianshou_masked_ppo_trains_and_loads_as_agent(tmp_path):
+    pytest.importorskip("tianshou", reason="Tianshou is in the 'agents' extra: pip install -e '.[agents]'")
+    from mara_agents.integrations import tianshou_ppo
+    from mara_agents.protocols import Agent
+
+    report = tianshou_ppo.train(SMALL_ENV, epochs=2, steps_per_epoch=512, collect_steps=256, n_envs=2, batch_size=64, repeat=2,
+                                seed=0, out=tmp_path)
+    _check_report(report, conflicts_allowed=False)
+    assert report["updates"] == 4 and report["env_steps"] >= 1024
+    assert (tmp_path / "policy.pt").exists() and json.loads((tmp_path / "policy.json").read_text())["format"] == tianshou_ppo.FORMAT
+
+    agent = tianshou_ppo.load_agent(tmp_path)
+    assert isinstance(agent, Agent)
+    # The Agent interface: (B, N, D) + (B, N, K+1) -> (B, N) int64, legal and conflict-free, any N and K.
+    from core_env.config import EnvConfig
+    from core_env.sim import Simulator
+    from core_env import features
+    from core_env.workload import select_workload
+
+    config = EnvConfig(n_nodes=3, n_slots=6, arrival_steps=40)
+    sim = Simulator(config, 2)
+    sim.reset([select_workload(config, np.random.default_rng(s), None) for s in (1, 2)])
+    agent.reset(sim.B, sim.N, sim.K)
+    while not sim.done.all():
+        obs, mask = features.observations(sim, config.history)
+        actions = agent.act(obs, mask)
+        assert actions.shape == (2, 3) and actions.dtype == np.int64
+        assert np.take_along_axis(mask, actions[..., None], axis=2).all()
+        for row in actions:
+            busy = row[row > 0]
+            assert len(busy) == len(set(busy.tolist()))
+        sim.step(actions)
+    stats = sim.episode_statistics()
+    assert (stats["invalid_actions"] == 0).all() and (stats["conflicts"] == 0).all()
+
+    evaluation = tianshou_ppo.evaluate(agent, SMALL_ENV, range(2))
+    assert evaluation["invalid_actions"] == 0 and evaluation["conflicts"] == 0 and 0.0 <= evaluation["completion_rate"] <= 1.0
+    print(f"tianshou greedy agent on 2 episodes: {evaluation}")
+
+
+def test_shipped_tianshou_policy_acts_legally_on_the_default_config():
+    pytest.importorskip("torch")
+    from core_env import features
+    from core_env.config import EnvConfig
+    from core_env.sim import Simulator
+    from core_env.workload import load_suite
+    from mara_agents.integrations import tianshou_ppo
+
+    agent = tianshou_ppo.load_agent()  # the shipped checkpoint (benchmark row "PPO (Tianshou)")
+    config = EnvConfig()
+    sim = Simulator(config, 2)
+    sim.reset([load_suite("id", "train", 0, e) for e in (0, 1)])
+    agent.reset(sim.B, sim.N, sim.K)
+    for _ in range(60):
+        obs, mask = features.observations(sim, config.history)
+        actions = agent.act(obs, mask)
+        assert actions.shape == (2, config.n_nodes) and np.take_along_axis(mask, actions[..., None], axis=2).all()
+        sim.step(actions)
+    stats = sim.episode_statistics()
+    assert (stats["invalid_actions"] == 0).all() and (stats["conflicts"] == 0).all() and (stats["busy_node_steps"] > 0).all()
+
+
+def test_tianshou_load_agent_rejects_a_tampered_checkpoint(tmp_path):
+    pytest.importorskip("tianshou", reason="Tianshou is in the 'agents' extra")
+    from mara_agents.integrations import tianshou_ppo
+    from mara_agents.integrations.nets import SlotActor
+
+    tianshou_ppo.save_checkpoint(tmp_path / "policy.pt", SlotActor(8, 16))
+    tianshou_ppo.load_agent(tmp_path)
+    (tmp_path / "policy.pt").write_bytes((tmp_path / "policy.pt").read_bytes() + b"x")
+    with pytest.raises(ValueError, match="checksum"):
+        tianshou_ppo.load_agent(tmp_path)
+    with pytest.raises(ValueError, match="no Tianshou PPO checkpoint"):
+        tianshou_ppo.load_agent(tmp_path / "missing")
+
+
+# --------------------------------------------------------------------------------------------------
+# sb3-contrib
+
+
+def test_sb3_maskable_ppo_trains_with_masks():
+    pytest.importorskip("sb3_contrib", reason="sb3-contrib is the 'sb3' extra: pip install -e '.[sb3]'")
+    from mara_agents.integrations import sb3_maskable
+
+    report = sb3_maskable.train(SMALL_ENV, timesteps=1024, n_steps=256, n_envs=2, batch_size=64, n_epochs=2, seed=0)
+    _check_report(report, conflicts_allowed=True)
+    evaluation = sb3_maskable.evaluate(report["model"], SMALL_ENV, range(1))
+    assert evaluation["invalid_actions"] == 0
+    print(f"sb3 greedy on 1 episode: {evaluation}")
+
+
+# --------------------------------------------------------------------------------------------------
+# TorchRL
+
+
+def test_torchrl_mappo_trains_with_action_mask_key():
+    pytest.importorskip("torchrl", reason="TorchRL is the 'torchrl' extra: pip install torch==2.13.0 -e '.[torchrl]'")
+    from mara_agents.integrations import torchrl_ppo
+
+    env = torchrl_ppo.make_env(SMALL_ENV)
+    assert (torchrl_ppo.GROUP, "action_mask") in env.observation_spec.keys(True)
+    env.close()
+    report = torchrl_ppo.train(SMALL_ENV, iterations=2, frames_per_batch=256, epochs=2, minibatch_size=64, seed=0)
+    _check_report(report, conflicts_allowed=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# RLlib and BenchMARL: their own venv
+
+
+def _extra_python() -> Path | None:
+    candidate = os.environ.get("CORE_RLLIB_PYTHON") or ROOT / "build" / "rllib-venv" / "bin" / "python"
+    return Path(candidate) if Path(candidate).exists() else None
+
+
+def _run_in_extra_venv(module: str, args: list[str], out: Path, probe: str) -> dict:
+    python = _extra_python()
+    if python is None:
+        pytest.skip("no RLlib/BenchMARL venv: ray[rllib] pins gymnasium==1.2.2 and BenchMARL torchrl<0.12, so they live in "
+                    "build/rllib-venv (run `make rllib-venv`, which `make test` does) or $CORE_RLLIB_PYTHON")
+    found = subprocess.run([str(python), "-c", f"import {probe}"], capture_output=True, text=True, cwd=ROOT)
+    if found.returncode:
+        pytest.skip(f"{python} cannot import {probe}: {found.stderr.strip().splitlines()[-1] if found.stderr.strip() else '?'}")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+    done = subprocess.run([str(python), "-m", module, *args, "--out", str(out)], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=900)
+    print(done.stdout[-2000:])
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+def test_rllib_ppo_shared_masked_policy_trains(tmp_path):
+    report = _run_in_extra_venv("mara_agents.integrations.rllib_ppo",
+                                ["--small", "--iterations", "2", "--train-batch-size", "256", "--minibatch-size", "64", "--epochs", "2"],
+                                tmp_path / "rllib.json", "ray.rllib")
+    assert report["loss"] and all(math.isfinite(x) for x in report["loss"])
+    assert report["episodes"] > 0 and report["invalid_actions"] == 0
+    assert all(0.0 <= h["completion_rate"] <= 1.0 for h in report["history"] if "completion_rate" in h)
+
+
+def test_benchmarl_task_runs_mappo(tmp_path):
+    report = _run_in_extra_venv("mara_agents.integrations.benchmarl_task", ["--small", "--iterations", "2", "--frames-per-batch", "256", "--minibatch-size", "128",
+                                 "--minibatch-iters", "2"],
+                                tmp_path / "benchmarl.json", "benchmarl")
+    assert report["loss"] and all(math.isfinite(x) for x in report["loss"])
+    assert report["invalid_actions"] == 0
