@@ -3,7 +3,8 @@
 A row is a heuristic (``HEURISTICS``), or an allocator (``ALLOCATORS``) on its default predictor, or
 ``ALLOCATOR:PREDICTOR`` for the same allocator on another predictor (``lara:oracle`` is LARA's
 allocator with exact demands: the part of LARA's gap that is allocation, not prediction), or a learned
-row (``LEARNED``: MARA and its variants), loaded from its shipped checkpoint for a training seed.
+row (``LEARNED``: MARA and its variants), loaded from its shipped checkpoint for a training seed, or
+``ppo-tianshou`` (the shipped Tianshou masked-PPO policy, :mod:`mara_agents.integrations.tianshou_ppo`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ def make_agent(row: str, seed: int = 0) -> Agent:
         if not path.exists():
             raise FileNotFoundError(f"no checkpoint for {row!r} seed {seed} at {path}; train it with python -m mara_agents.mat.ppo")
         return MATAgent.load(path)
+    if row == "ppo-tianshou":
+        from mara_agents.integrations.tianshou_ppo import load_agent
+
+        return load_agent()
     name, _, predictor = row.partition(":")
     if name in HEURISTICS and not predictor:
         return HEURISTICS[name](seed) if name == "random" else HEURISTICS[name]()

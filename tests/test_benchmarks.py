@@ -89,3 +89,14 @@ def test_decision_times_cover_a_whole_episode():
     times = decision_times(("edf", "lara:oracle"))
     assert set(times) == {"edf", "lara:oracle"}
     assert all(t["decisions"] > 400 and 0 < t["median_ms"] <= t["mean_ms"] * 10 for t in times.values())
+
+
+def test_the_tianshou_row_runs_on_an_evaluation_episode():
+    pytest.importorskip("tianshou", reason="Tianshou is in the 'agents' extra")
+    from benchmarks.agents import make_agent
+    from benchmarks.rollout import run_agent
+    from core_env.config import EnvConfig
+    from core_env.workload import load_suite
+
+    stats = run_agent(make_agent("ppo-tianshou"), [load_suite("id", "train", 0, 0)], EnvConfig())
+    assert stats["invalid_actions"][0] == 0 and stats["conflicts"][0] == 0 and 0 < stats["completion_rate"][0] < 1
