@@ -199,7 +199,7 @@ def _run_in_extra_venv(module: str, args: list[str], out: Path, probe: str) -> d
     python = _extra_python()
     if python is None:
         pytest.skip("no RLlib/BenchMARL venv: ray[rllib] pins gymnasium==1.2.2 and BenchMARL torchrl<0.12, so they live in "
-                    "build/rllib-venv (run `make rllib-venv`, which `make test` does) or $CORE_RLLIB_PYTHON")
+                    "build/rllib-venv (run `make rllib-venv`; `make test` does not build it, to keep CI short) or $CORE_RLLIB_PYTHON")
     found = subprocess.run([str(python), "-c", f"import {probe}"], capture_output=True, text=True, cwd=ROOT)
     if found.returncode:
         pytest.skip(f"{python} cannot import {probe}: {found.stderr.strip().splitlines()[-1] if found.stderr.strip() else '?'}")
