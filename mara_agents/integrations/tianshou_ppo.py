@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from core_env.npz import write_atomic
+from mara_agents.checkpoint_files import read_verified
 from mara_agents.integrations.common import SMALL_ENV, EpisodeLog, RecordEpisodes, make_gym_env
 from mara_agents.integrations.nets import SequentialMaskedCategorical, SlotActor, SlotCritic
 from mara_agents.protocols import Agent
@@ -247,17 +248,7 @@ def load_agent(path: Path | str = SHIPPED_CHECKPOINT, deterministic: bool = True
     Raises:
         ValueError: missing file, another format, or a checksum that does not match the manifest.
     """
-    path = Path(path)
-    if path.is_dir():
-        path = path / POLICY_FILE
-    if not path.exists():
-        raise ValueError(f"no Tianshou PPO checkpoint at {path}; train one with python -m mara_agents.integrations.tianshou_ppo --out DIR")
-    data = path.read_bytes()
-    manifest = path.with_suffix(".json")
-    if manifest.exists():
-        expected = json.loads(manifest.read_text()).get("sha256")
-        if expected and expected != hashlib.sha256(data).hexdigest():
-            raise ValueError(f"{path}: checksum does not match {manifest.name}")
+    path, data, _ = read_verified(path, POLICY_FILE, "no Tianshou PPO checkpoint (train one with python -m mara_agents.integrations.tianshou_ppo --out DIR)")
     ckpt = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     if ckpt.get("format") != FORMAT:
         raise ValueError(f"{path}: not a {FORMAT} checkpoint (format {ckpt.get('format')!r})")

@@ -31,6 +31,7 @@ import torch
 
 from core_env.config import EnvConfig
 from core_env.npz import write_atomic
+from mara_agents.checkpoint_files import read_verified
 from mara_agents.mat.model import (
     PREDICTOR_FEATURES,
     MATConfig,
@@ -76,19 +77,7 @@ def load_policy(path: Path | str, device: str = "cpu") -> tuple[MATModel, dict[s
         ValueError: missing file, another format, a checksum that does not match the manifest, or
             weights that do not fit the stored configuration.
     """
-    path = Path(path)
-    if path.is_dir():
-        path = path / POLICY_FILE
-    if not path.exists():
-        raise ValueError(f"MAT checkpoint {path} is missing")
-    data = path.read_bytes()
-    manifest: dict[str, Any] = {}
-    manifest_path = path.with_suffix(".json")
-    if manifest_path.exists():
-        manifest = json.loads(manifest_path.read_text())
-        actual = hashlib.sha256(data).hexdigest()
-        if manifest.get("sha256") != actual:
-            raise ValueError(f"checksum mismatch for MAT checkpoint {path}: manifest says sha256 {manifest.get('sha256')}, file has {actual}")
+    path, data, manifest = read_verified(path, POLICY_FILE, "MAT checkpoint is missing")
     try:
         state = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
     except Exception as error:  # truncated or foreign files raise various torch/pickle errors
