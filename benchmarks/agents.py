@@ -9,6 +9,7 @@ row (``LEARNED``: MARA and its variants), loaded from its shipped checkpoint for
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from mara_agents.allocators import ALLOCATORS
@@ -38,6 +39,25 @@ def checkpoint_path(row: str, seed: int) -> Path:
 def available(row: str) -> bool:
     """False only for learned rows some of whose shipped checkpoints are missing."""
     return not is_learned(row) or all(checkpoint_path(row, s).exists() for s in LEARNED_SEEDS)
+
+
+TIANSHOU_MANIFEST = Path(__file__).resolve().parent.parent / "mara_agents" / "integrations" / "checkpoints" / "tianshou_ppo" / "policy.json"
+
+
+def weights_id(row: str, seed: int = 0) -> str | None:
+    """The sha256 (first 16 hex digits) of the weights behind a learned row and seed, from the checkpoint's
+    manifest; None for rows without weights (or whose checkpoint is missing). Benchmark cells include it
+    in their key, so retrained checkpoints never reuse cached results."""
+    if is_learned(row):
+        manifest = checkpoint_path(row, seed).with_suffix(".json")
+    elif row == "ppo-tianshou":
+        manifest = TIANSHOU_MANIFEST
+    else:
+        return None
+    try:
+        return str(json.loads(manifest.read_text())["sha256"])[:16]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def make_agent(row: str, seed: int = 0) -> Agent:

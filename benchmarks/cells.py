@@ -56,7 +56,10 @@ class Cell:
 
     @property
     def key(self) -> str:
-        text = json.dumps([FORMAT, dataclasses.asdict(self)], sort_keys=True, default=list)
+        from benchmarks.agents import weights_id
+
+        weights = weights_id(self.agent, self.seed)  # learned rows: which checkpoint (heuristic keys are unchanged)
+        text = json.dumps([FORMAT, dataclasses.asdict(self)] + ([weights] if weights else []), sort_keys=True, default=list)
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
     def config(self) -> EnvConfig:

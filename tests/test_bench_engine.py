@@ -155,3 +155,19 @@ def test_cached_only_summarises_what_is_cached_and_lists_the_rest(tmp_path):
     assert payload["cells"] == 4 and payload["table"]["lara"] == {}
     assert len(payload["not_computed"]) == 2 and all(entry.startswith("lara on") for entry in payload["not_computed"])
     assert "Not computed" in (tmp_path / "paper" / "paper.md").read_text()
+
+
+def test_a_retrained_checkpoint_gets_new_cells(tmp_path, monkeypatch):
+    from benchmarks import agents
+
+    monkeypatch.setattr(agents, "CHECKPOINT_DIR", tmp_path)
+    learned, heuristic = Cell("mara", root=1, seed=0), Cell("edf", root=1)
+    keys = []
+    for digest in ("a" * 64, "b" * 64):
+        (tmp_path / "mara-seed0.json").write_text(json.dumps({"sha256": digest}))
+        assert agents.weights_id("mara", 0) == digest[:16]
+        keys.append((learned.key, heuristic.key))
+    assert keys[0][0] != keys[1][0], "cells of other weights must not share a cached result"
+    assert keys[0][1] == keys[1][1] and agents.weights_id("edf") is None
+    (tmp_path / "mara-seed0.json").unlink()
+    assert agents.weights_id("mara", 0) is None

@@ -8,7 +8,8 @@ independently per node and the env resolves (and counts) their conflicts.
 Optional libraries are skipped with a reason when they are not installed (``make setup`` installs the
 ``sb3`` and ``torchrl`` extras). RLlib and BenchMARL pin versions that conflict with the main venv
 (gymnasium==1.2.2, torchrl<0.12), so they run in a subprocess of their own venv, ``build/rllib-venv``
-(``make rllib-venv``; ``make test`` does not build it, to keep CI short), or of ``$CORE_RLLIB_PYTHON``.
+(``make rllib-venv``, which ``make test`` runs first), or of ``$CORE_RLLIB_PYTHON``. The venv counts only once
+its install finished (``build/rllib-venv/.installed``).
 """
 
 from __future__ import annotations
@@ -191,15 +192,17 @@ def test_torchrl_mappo_trains_with_action_mask_key():
 
 
 def _extra_python() -> Path | None:
-    candidate = os.environ.get("CORE_RLLIB_PYTHON") or ROOT / "build" / "rllib-venv" / "bin" / "python"
-    return Path(candidate) if Path(candidate).exists() else None
+    if os.environ.get("CORE_RLLIB_PYTHON"):
+        return Path(os.environ["CORE_RLLIB_PYTHON"])
+    venv = ROOT / "build" / "rllib-venv"
+    return venv / "bin" / "python" if (venv / ".installed").exists() else None
 
 
 def _run_in_extra_venv(module: str, args: list[str], out: Path, probe: str) -> dict:
     python = _extra_python()
     if python is None:
         pytest.skip("no RLlib/BenchMARL venv: ray[rllib] pins gymnasium==1.2.2 and BenchMARL torchrl<0.12, so they live in "
-                    "build/rllib-venv (run `make rllib-venv`; `make test` does not build it, to keep CI short) or $CORE_RLLIB_PYTHON")
+                    "build/rllib-venv (`make rllib-venv`, run by `make test`; see its output for why the install failed) or $CORE_RLLIB_PYTHON")
     found = subprocess.run([str(python), "-c", f"import {probe}"], capture_output=True, text=True, cwd=ROOT)
     if found.returncode:
         pytest.skip(f"{python} cannot import {probe}: {found.stderr.strip().splitlines()[-1] if found.stderr.strip() else '?'}")

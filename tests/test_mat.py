@@ -14,8 +14,9 @@ from core_env.config import EnvConfig
 from core_env.curves import CurveBank, bank_for
 from core_env.sim import Simulator
 from core_env.workload import Workload, draw_workload
-from mara_agents.heuristics import RandomAgent
+from mara_agents.heuristics import EDF, RandomAgent
 from mara_agents.mat.agent import MATAgent, load_policy, save_policy
+from mara_agents.mat.imitation import DEMONSTRATIONS_FILE, Demonstrations, autoregressive_masks
 from mara_agents.mat.model import MATConfig, MATModel, Tokens
 from mara_agents.mat.ppo import STATE_FILE, PPOConfig, Trainer
 from mara_agents.predictors import WLS
@@ -104,6 +105,7 @@ def test_autoregressive_masks_and_teacher_forcing(predictor):
             expected = env_mask.numpy().copy()
             expected[..., 0] = True
             assert np.array_equal(masks.numpy(), expected & ~taken)
+            assert torch.equal(autoregressive_masks(env_mask, actions), masks)  # what demonstrations store
             assert np.take_along_axis(masks.numpy(), a[..., None], axis=2).all()
             with torch.no_grad():
                 logp2, entropy, values2 = model.evaluate_actions(tokens, masks, actions)
@@ -188,6 +190,32 @@ def test_ppo_learns_toy_scenario(tmp_path):
     assert learned >= random + 0.12, (learned, random, untrained)
     assert learned >= untrained + 0.1, (learned, random, untrained)
     assert manifest["env_steps"] >= cfg.steps and manifest["variant"] == "mat"
+
+
+def test_teacher_warm_start_clones_the_teacher_and_resumes_without_it(tmp_path):
+    # EDF is the toy's good policy (learners have the earlier deadlines): cloning it must get close to it.
+    cfg = toy_ppo(steps=1, teacher="edf", demo_episodes=32, bc_epochs=30, bc_batch=256)
+    trainer = Trainer(cfg, tmp_path / "warm", env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True)
+    manifest = trainer.run()
+    evaluation = [toy_workload(np.random.default_rng([99, i])) for i in range(32)]
+    cloned = completion(MATAgent.load(tmp_path / "warm"), evaluation, TOY_CONFIG)
+    teacher = completion(EDF(), evaluation, TOY_CONFIG)
+    random = completion(RandomAgent(seed=0), evaluation, TOY_CONFIG)
+    assert cloned >= teacher - 0.05 and cloned >= random + 0.12, (cloned, teacher, random)
+    report = manifest["pretraining"]
+    assert report["episodes"] == 32 and report["bc_loss_last"] < report["bc_loss_first"]
+    assert report["teacher_completion"] > random + 0.1
+    assert manifest["eval"]["baselines"]["edf"] == pytest.approx(manifest["eval"]["history"][0]["completion_rate"], abs=0.1)
+    demos = Demonstrations.load(tmp_path / "warm" / DEMONSTRATIONS_FILE)
+    assert len(demos) == report["samples"] and torch.all(demos.data["masks"].gather(2, demos.data["actions"][..., None]))
+    # A longer budget resumes from the state: no new demonstrations, no second cloning.
+    longer = Trainer(dataclasses.replace(cfg, steps=2048), tmp_path / "warm", env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True)
+    assert longer.load() and longer.pretrained
+    mtime = (tmp_path / "warm" / DEMONSTRATIONS_FILE).stat().st_mtime_ns
+    assert longer.run()["pretraining"] == report
+    assert (tmp_path / "warm" / DEMONSTRATIONS_FILE).stat().st_mtime_ns == mtime
+    with pytest.raises(ValueError, match="unknown teacher"):
+        toy_ppo(teacher="clairvoyant")
 
 
 # --------------------------------------------------------------------------------------------------

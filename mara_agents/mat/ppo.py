@@ -105,6 +105,13 @@ class PPOConfig:
     eval_minutes: float = 3.0  # wall minutes between evaluations
     save_minutes: float = 3.0  # wall minutes between checkpoints
     threads: int = 1
+    # Teacher warm start (mara_agents.mat.imitation): "" for none, else an allocator or heuristic name ("lara-fm")
+    teacher: str = ""
+    demo_episodes: int = 128  # seeded training-curve episodes the teacher plays
+    bc_epochs: float = 6.0  # behaviour-cloning passes over the demonstrations
+    bc_batch: int = 512
+    bc_coef: float = 1.0  # DAPG weight of the demonstrations' cross-entropy during PPO ...
+    bc_decay: float = 0.99  # ... multiplied by this every PPO update
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -115,6 +122,11 @@ class PPOConfig:
             raise ValueError(f"num_envs={self.num_envs} must be a multiple of env_groups={self.env_groups}")
         if self.num_envs * self.rollout < self.minibatches:
             raise ValueError("num_envs * rollout must be at least minibatches")
+        if self.teacher:
+            from mara_agents.mat.imitation import teacher_names
+
+            if self.teacher not in teacher_names():
+                raise ValueError(f"unknown teacher {self.teacher!r}; choose from {teacher_names()} (or '' for none)")
 
     @property
     def predictor(self) -> str | None:
@@ -280,6 +292,9 @@ class Trainer:
         self.workload_rng = np.random.default_rng([cfg.seed, 1])
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.env_steps = self.updates = self.episodes = 0
+        self.pretrained = False  # behaviour cloning on the teacher's demonstrations done
+        self.demos = None  # mara_agents.mat.imitation.Demonstrations when a teacher is configured
+        self.pretraining: dict[str, Any] = {}
         self.elapsed = 0.0  # wall seconds over all runs
         self.evals: list[dict[str, Any]] = []
         self.baselines: dict[str, float] = {}
@@ -298,7 +313,8 @@ class Trainer:
         return {"format": STATE_FORMAT, "identity": json.loads(json.dumps(self._identity(), default=str)),
                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "value_norm": self.value_norm.state_dict(),
                 "workload_rng": self.workload_rng.bit_generator.state, "generator": self.generator.get_state(),
-                "counters": {"env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes, "elapsed": self.elapsed},
+                "counters": {"env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes, "elapsed": self.elapsed,
+                             "pretrained": self.pretrained}, "pretraining": self.pretraining,
                 "evals": self.evals, "baselines": self.baselines}
 
     def save(self) -> None:
@@ -327,6 +343,7 @@ class Trainer:
         self.generator.set_state(state["generator"])
         counters = state["counters"]
         self.env_steps, self.updates, self.episodes, self.elapsed = (counters[k] for k in ("env_steps", "updates", "episodes", "elapsed"))
+        self.pretrained, self.pretraining = bool(counters.get("pretrained", False)), dict(state.get("pretraining", {}))
         self.evals, self.baselines = list(state["evals"]), dict(state["baselines"])
         return True
 
@@ -414,7 +431,8 @@ class Trainer:
         advantages = (advantages - chosen.mean()) / (chosen.std() + 1e-8) if chosen.numel() > 1 else advantages
         M = valid.sum().item()
         size = math.ceil(M / cfg.minibatches)
-        log: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clip_fraction": []}
+        log: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clip_fraction": [], "demo_ce": []}
+        bc_weight = cfg.bc_coef * cfg.bc_decay ** self.updates if self.demos is not None else 0.0
         for _ in range(cfg.epochs):
             order = torch.randperm(M, generator=self.generator)
             for start in range(0, M, size):
@@ -430,6 +448,10 @@ class Trainer:
                 value_loss = 0.5 * ((values - targets[i]) ** 2).mean()
                 entropy_mean = (entropy * d).sum() / n
                 loss = policy_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * value_loss
+                if bc_weight > 0.0:  # DAPG: keep the teacher's actions likely, with a decaying weight
+                    demo_ce, _ = self.demos.cross_entropy(self.model, torch.randint(len(self.demos), (len(i),), generator=self.generator))
+                    loss = loss + bc_weight * demo_ce
+                    log["demo_ce"].append(demo_ce.item())
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
@@ -442,7 +464,8 @@ class Trainer:
                     log["clip_fraction"].append((((ratio - 1).abs() > cfg.clip).float() * d).sum().item() / n.item())
         self.updates += 1
         residual = (returns - old_values).var().item()
-        metrics = {key: float(np.mean(values)) for key, values in log.items()}
+        metrics = {key: float(np.mean(values)) for key, values in log.items() if values}
+        metrics["bc_weight"] = bc_weight
         metrics["explained_variance"] = 1.0 - residual / max(returns.var().item(), 1e-8)
         metrics["return_mean"], metrics["return_std"] = self.value_norm.stats
         return metrics
@@ -458,8 +481,36 @@ class Trainer:
         from mara_agents.heuristics import EDF, RandomAgent
 
         group = EnvGroup(self.env_config, len(self._eval_workloads))
-        return {name: float(play_heuristic(agent, group, self._eval_workloads)["completion_rate"].mean())
-                for name, agent in (("edf", EDF()), ("random", RandomAgent(seed=0)))}
+        agents = [("edf", EDF()), ("random", RandomAgent(seed=0))] + ([(self.cfg.teacher, self._teacher())] if self.cfg.teacher else [])
+        return {name: float(play_heuristic(agent, group, self._eval_workloads)["completion_rate"].mean()) for name, agent in agents}
+
+    # ------------------------------------------------------------------ teacher warm start
+    def _teacher(self):
+        from mara_agents.mat.imitation import make_teacher
+
+        return make_teacher(self.cfg.teacher)
+
+    def pretrain(self) -> None:
+        """Collect the teacher's demonstrations (or load them) and, once per run, clone them (imitation.py)."""
+        from mara_agents.mat import imitation
+
+        path = self.out / imitation.DEMONSTRATIONS_FILE
+        if path.exists():
+            self.demos = imitation.Demonstrations.load(path)
+        else:
+            rng = np.random.default_rng([self.cfg.seed, 2])
+            workloads = [self.workload_fn(rng) for _ in range(self.cfg.demo_episodes)]
+            group = EnvGroup(self.env_config, len(workloads), self._predictor)
+            parse = lambda obs: parse_observation(obs, self.env_config.n_slots, self.model_config)  # noqa: E731
+            self.demos = imitation.collect_demonstrations(self._teacher(), group, workloads, parse)
+            self.demos.save(path)
+        if self.pretrained:
+            return
+        started = time.perf_counter()
+        report = imitation.clone(self.model, self.demos, self.value_norm, self.optimizer, self.cfg.bc_epochs, self.cfg.bc_batch,
+                                 self.cfg.vf_coef, self.cfg.max_grad_norm, self.generator)
+        self.pretraining = {**self.demos.info, **report, "clone_seconds": round(time.perf_counter() - started, 1)}
+        self.pretrained = True
 
     # ------------------------------------------------------------------ main loop
     def request_stop(self, *_: Any) -> None:
@@ -480,10 +531,18 @@ class Trainer:
 
                 bar = tqdm(total=self.cfg.steps, initial=self.env_steps, unit="env-step", dynamic_ncols=True,
                            desc=f"{self.cfg.variant} s{self.cfg.seed}" + (" (resumed)" if resumed else ""))
-            if not self.budget_spent():
-                self._start_groups()
             started = time.perf_counter()
             base_elapsed, last_save = self.elapsed, self.elapsed
+            if self.cfg.teacher and not self.budget_spent():
+                was_pretrained = self.pretrained
+                self.pretrain()  # counts towards the wall-clock budget
+                if not was_pretrained:
+                    self.elapsed = base_elapsed + (time.perf_counter() - started)
+                    self._record_eval({})
+                    self._log_pretraining(bar)
+                    self.save()
+            if not self.budget_spent():
+                self._start_groups()
             last_eval = self.evals[-1]["elapsed"] if self.evals else -math.inf
             while not self.budget_spent() and not self.stop_requested:
                 t0, steps0 = time.perf_counter(), self.env_steps
@@ -531,11 +590,18 @@ class Trainer:
         manifest = {"variant": self.cfg.variant, "seed": self.cfg.seed, "predictor": self.cfg.predictor, "reward": self.cfg.reward,
                     "ppo_config": dataclasses.asdict(self.cfg), "env_config": env_summary(self.env_config),
                     "env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes, "wall_seconds": round(self.elapsed, 1),
+                    "pretraining": self.pretraining or None,
                     "eval": {"workloads": f"{len(self._eval_workloads)} seeded training-curve workloads (seed {EVAL_SEED})",
                              "history": self.evals, "final_completion_rate": self.evals[-1]["completion_rate"] if self.evals else None,
                              "baselines": self.baselines},
                     "command": " ".join(sys.argv) if sys.argv and sys.argv[0].endswith("ppo.py") else None}
         return save_policy(self.model, self.out / POLICY_FILE, manifest)
+
+    def _log_pretraining(self, bar) -> None:
+        with open(self.out / METRICS_FILE, "a") as handle:
+            handle.write(json.dumps({"pretraining": self.pretraining, "elapsed": self.elapsed, "eval_completion": self.evals[-1]["completion_rate"]}) + "\n")
+        if bar is not None:
+            bar.write(f"teacher {self.cfg.teacher}: {self.pretraining}; cloned policy eval {self.evals[-1]['completion_rate']:.3f}")
 
     def _log(self, metrics: dict[str, Any], writer, bar) -> None:
         with open(self.out / METRICS_FILE, "a") as handle:

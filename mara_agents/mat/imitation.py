@@ -1,0 +1,162 @@
+"""Demonstrations from a teacher allocator, behaviour cloning, and the DAPG-style anchor used by the trainer.
+
+The MAT trained by PPO alone plateaus a few points above EDF (docs/agents.md, "MARA"). The trainer can
+therefore start from a teacher (``--teacher lara-fm``), as DAPG (Rajeswaran et al., RSS 2018) and
+AlphaStar do:
+
+1. :func:`collect_demonstrations` plays seeded *training-curve* workloads to the end with the teacher and
+   stores what the student would see (its tokens, with its own predictor features), the teacher's joint
+   action with the autoregressive masks it implies, and the return-to-go of the student's reward;
+2. :func:`clone` fits the policy to the teacher's actions (cross-entropy over nodes with a real choice)
+   and the value head to the returns-to-go (so PPO starts with a critic that fits the policy);
+3. PPO then fine-tunes on its own rollouts while :meth:`Demonstrations.cross_entropy` on a minibatch of
+   demonstrations is added to the loss with a weight that decays every update (DAPG's augmented loss).
+
+Demonstrations are written to ``OUT/demonstrations.pt`` (atomically) so a resumed run needs no teacher.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from core_env import features
+from core_env.npz import write_atomic
+from mara_agents.mat.model import MATModel, Tokens
+
+DEMONSTRATIONS_FILE = "demonstrations.pt"
+DEMONSTRATIONS_FORMAT = "mara_agents.mat.demonstrations/1"
+
+
+def teacher_names() -> list[str]:
+    """Agents that can teach: the allocators and the heuristics that need no oracle."""
+    from mara_agents.allocators import ALLOCATORS
+    from mara_agents.heuristics import HEURISTICS
+
+    return sorted([*ALLOCATORS, *(name for name in HEURISTICS if name not in ("clairvoyant", "random"))])
+
+
+def make_teacher(name: str):
+    """The teacher agent called ``name`` (see :func:`teacher_names`); ValueError for others."""
+    from mara_agents.allocators import ALLOCATORS
+    from mara_agents.heuristics import HEURISTICS
+
+    if name not in teacher_names():
+        raise ValueError(f"unknown teacher {name!r}; choose from {teacher_names()} (or '' for none)")
+    return ALLOCATORS[name]() if name in ALLOCATORS else HEURISTICS[name]()
+
+
+def autoregressive_masks(env_mask: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """(B, N, K+1) the masks MAT's node-by-node decoding applies for ``actions``: node i may not take a
+    task an earlier node took (idle is always allowed)."""
+    masks = env_mask.clone()
+    masks[..., 0] = True
+    taken = torch.zeros(masks.shape[0], masks.shape[2], dtype=torch.bool)
+    for i in range(masks.shape[1]):
+        masks[:, i] &= ~taken
+        taken.scatter_(1, actions[:, i : i + 1], True)
+        taken[:, 0] = False
+    return masks
+
+
+class Demonstrations:
+    """A flat set of teacher decisions: tokens, applied masks, actions and returns-to-go ((M, ...) tensors)."""
+
+    def __init__(self, data: dict[str, torch.Tensor], info: dict[str, Any]) -> None:
+        self.data, self.info = data, info
+
+    def __len__(self) -> int:
+        return int(self.data["actions"].shape[0])
+
+    def tokens(self, index: torch.Tensor) -> Tokens:
+        return Tokens(self.data["nodes"][index].float(), self.data["slots"][index].float(), self.data["last"][index])
+
+    def cross_entropy(self, model: MATModel, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean −log-prob of the teacher's actions over nodes with a real choice, and the per-node values."""
+        masks, actions = self.data["masks"][index], self.data["actions"][index]
+        logp, _, values = model.evaluate_actions(self.tokens(index), masks, actions)
+        decision = (masks.sum(-1) > 1).float()
+        return -(logp * decision).sum() / decision.sum().clamp(min=1.0), values
+
+    def save(self, path: Path) -> None:
+        buffer = io.BytesIO()
+        torch.save({"format": DEMONSTRATIONS_FORMAT, "data": self.data, "info": self.info}, buffer)
+        write_atomic(path, buffer.getvalue())
+
+    @classmethod
+    def load(cls, path: Path) -> Demonstrations:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if state.get("format") != DEMONSTRATIONS_FORMAT:
+            raise ValueError(f"{path} is not a demonstrations file (format {state.get('format')!r})")
+        return cls(state["data"], state["info"])
+
+
+def collect_demonstrations(teacher, group, workloads: list, parse, max_samples: int | None = None) -> Demonstrations:
+    """Play ``workloads`` to the end with ``teacher`` on ``group`` (an EnvGroup of len(workloads) envs).
+
+    Args:
+        teacher: a non-oracle :class:`~mara_agents.protocols.Agent` acting on plain env observations.
+        group: the trainer's EnvGroup (its observe() gives the student's observations, its reward the
+            student's reward).
+        parse: (B, N, D) student observations -> Tokens.
+        max_samples: keep at most this many (step, env) samples, drawn evenly (None: all).
+    """
+    sim = group.sim
+    group.reset(workloads)
+    teacher.reset(sim.B, sim.N, sim.K)
+    steps: list[dict[str, torch.Tensor]] = []
+    started = time.perf_counter()
+    while not sim.done.all():
+        student_obs, env_mask = group.observe()
+        plain_obs, _ = features.observations(sim, group.config.history)
+        actions = torch.from_numpy(np.asarray(teacher.act(plain_obs, env_mask), dtype=np.int64))
+        tokens = parse(student_obs)
+        reward, live, _ = group.step(actions.numpy())
+        steps.append({"nodes": tokens.nodes.half(), "slots": tokens.slots.half(), "last": tokens.last,
+                      "masks": autoregressive_masks(torch.from_numpy(env_mask.astype(bool)), actions), "actions": actions,
+                      "reward": torch.from_numpy(reward).float(), "live": torch.from_numpy(live)})
+    rewards = torch.stack([s["reward"] for s in steps])  # (T, B)
+    returns = rewards.flip(0).cumsum(0).flip(0)  # γ = 1: return-to-go
+    live = torch.stack([s["live"] for s in steps])
+    data = {key: torch.cat([s[key][s["live"]] for s in steps]) for key in ("nodes", "slots", "last", "masks", "actions")}
+    data["returns"] = returns[live]
+    if max_samples is not None and len(data["actions"]) > max_samples:
+        keep = torch.linspace(0, len(data["actions"]) - 1, max_samples).round().long()
+        data = {key: value[keep] for key, value in data.items()}
+    stats = sim.episode_statistics()
+    info = {"episodes": sim.B, "samples": int(data["actions"].shape[0]), "seconds": round(time.perf_counter() - started, 1),
+            "teacher_completion": float(np.mean(stats["completion_rate"]))}
+    return Demonstrations(data, info)
+
+
+def clone(model: MATModel, demos: Demonstrations, value_norm, optimizer: torch.optim.Optimizer, epochs: float,
+          batch_size: int, vf_coef: float, max_grad_norm: float, generator: torch.Generator) -> dict[str, float]:
+    """Behaviour cloning of the policy and regression of the values on the demonstrations' returns."""
+    value_norm.update(demos.data["returns"])
+    targets = value_norm.normalize(demos.data["returns"]).unsqueeze(-1)
+    M = len(demos)
+    updates = max(1, math.ceil(epochs * M / batch_size))
+    losses, value_losses = [], []
+    for u in range(updates):
+        if u % math.ceil(M / batch_size) == 0:
+            order = torch.randperm(M, generator=generator)
+        start = (u % math.ceil(M / batch_size)) * batch_size
+        index = order[start : start + batch_size]
+        ce, values = demos.cross_entropy(model, index)
+        value_loss = 0.5 * ((values - targets[index]) ** 2).mean()
+        loss = ce + vf_coef * value_loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        optimizer.step()
+        losses.append(ce.item())
+        value_losses.append(value_loss.item())
+    tail = max(1, len(losses) // 10)
+    return {"bc_updates": updates, "bc_loss_first": float(np.mean(losses[:tail])), "bc_loss_last": float(np.mean(losses[-tail:])),
+            "bc_value_loss_last": float(np.mean(value_losses[-tail:]))}
