@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mara_agents.allocators import ALLOCATORS
+from mara_agents.allocators import ALLOCATORS, make_allocator
 from mara_agents.heuristics import HEURISTICS
 from mara_agents.protocols import Agent
 
@@ -74,10 +74,9 @@ def make_agent(row: str, seed: int = 0) -> Agent:
         from mara_agents.integrations.tianshou_ppo import load_agent
 
         return load_agent()
-    name, _, predictor = row.partition(":")
-    if name in HEURISTICS and not predictor:
-        return HEURISTICS[name](seed) if name == "random" else HEURISTICS[name]()
-    if name in ALLOCATORS:
-        return ALLOCATORS[name](predictor) if predictor else ALLOCATORS[name]()
+    if row in HEURISTICS:
+        return HEURISTICS[row](seed) if row == "random" else HEURISTICS[row]()
+    if row.split(",")[0].partition(":")[0] in ALLOCATORS:
+        return make_allocator(row)
     raise ValueError(f"unknown agent row {row!r}: heuristics {sorted(HEURISTICS)}, allocators {sorted(ALLOCATORS)} "
-                     "(optionally ':predictor', e.g. 'lara:oracle')")
+                     "(optionally ':predictor' and ',key=int' options, e.g. 'lara:oracle', 'edf-admission:fm,min_reports=5')")

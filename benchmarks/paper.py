@@ -30,9 +30,12 @@ BOUND = "bound"
 TASK_SETS = ("id", "rl_ood", "vit_ood")
 HEAVY_LOADS = ("x1.25", "x1.5", "x2")
 
-PAPER_ROWS = ("fifo", "edf", "edf-admission", "llf", "slaq", "las", "lara", "lara-fm", "laira", "mat", "mara-wls", "mara-sparse", "mara", "clairvoyant")
+#: The allocator the learned rows were warm-started from (``--teacher`` of the shipped checkpoints).
+TEACHER = "edf-admission:fm,min_reports=5"
+PAPER_ROWS = ("fifo", "edf", "edf-admission", TEACHER, "llf", "slaq", "las", "lara", "lara-fm", "laira", "ppo-tianshou", "mat", "mara-wls",
+              "mara-sparse", "mara", "clairvoyant")
 #: The differences every suite reports where both rows ran: (row A, row B), A − B.
-DIFFERENCES = (("mara", "lara"), ("mara", "lara-fm"), ("mara", "mara-wls"), ("mara", "mara-sparse"), ("lara", "edf"))
+DIFFERENCES = (("mara", "lara"), ("mara", "lara-fm"), ("mara", TEACHER), ("mara", "mara-wls"), ("mara", "mara-sparse"), ("lara", "edf"))
 #: Learned rows' training seeds on the heavier loads and the scale scenarios (a compute budget: the
 #: flow-matching features cost most where many tasks run; the training load uses all three seeds).
 HEAVY_SEEDS = (0,)
@@ -86,7 +89,7 @@ def specs() -> dict[str, SuiteSpec]:
     train = tuple(Scenario(f"{t}/train", t) for t in TASK_SETS)
     heavy = tuple(Scenario(f"{t}/{load}", t, load, seeds=HEAVY_SEEDS) for load in HEAVY_LOADS for t in TASK_SETS)
     id_train = (Scenario("id/train"),)
-    core = ("edf", "lara", "lara-fm", "laira", "mara-wls", "mara", "clairvoyant")
+    core = ("edf", "lara", "lara-fm", TEACHER, "laira", "mara-wls", "mara", "clairvoyant")
     return {
         "paper": SuiteSpec("paper", PAPER_ROWS, train + heavy),
         "stress": SuiteSpec("stress", PAPER_ROWS, (Scenario("stress", "stress"),)),

@@ -1,6 +1,7 @@
 """training: the shipped MAT checkpoints' training runs, from their manifests (no training here).
 
-For every ``mara_agents/checkpoints/mat/*.json``: variant, seed, env steps, updates, wall minutes and the
+For every ``mara_agents/checkpoints/mat/*.json``: variant, seed, teacher (if the run was warm-started),
+env steps, updates, wall minutes, the wall minutes at which its evaluation first beat LARA, and the
 evaluation completion history the trainer logged (deterministic policy on 16 fixed seeded workloads
 drawn from the `id` *training* curves). The baselines are played on those same workloads: EDF, LARA,
 LARA-FM. Writes ``benchmarks/results/training/training.{json,md}`` and the wall-clock curve
@@ -40,6 +41,12 @@ def baselines(rows: Sequence[str] = BASELINES, episodes: int = 16) -> dict[str, 
     return {row: float(run_agent(make_agent(row), workloads, config)["completion_rate"].mean()) for row in rows}
 
 
+def minutes_to_beat(run: dict[str, Any], level: float) -> str:
+    """Training wall minutes at the first evaluation above ``level`` ("never" if none was)."""
+    above = [h["elapsed"] for h in run["eval"]["history"] if h["completion_rate"] > level]
+    return f"{above[0] / 60:.1f}" if above else "never"
+
+
 def figure(runs: list[dict[str, Any]], levels: dict[str, float], path: Path) -> Path:
     import matplotlib
 
@@ -72,9 +79,11 @@ def main(argv: Sequence[str] = ()) -> int:
         print(f"no MAT checkpoints in {CHECKPOINT_DIR}; train them with python -m mara_agents.mat.train_all")
         return 0
     levels = baselines()
-    rows = [(r["variant"], r["seed"], f"{r['env_steps']:,}", r["updates"], f"{r['wall_seconds'] / 60:.1f}",
-             f"{100 * r['eval']['final_completion_rate']:.1f}") for r in runs]
-    text = "\n".join([markdown_table(("variant", "seed", "env steps", "updates", "wall min", "final eval %"), rows), "",
+    rows = [(r["variant"], r["seed"], (r.get("ppo_config") or {}).get("teacher") or "none", f"{r['env_steps']:,}", r["updates"],
+             f"{r['wall_seconds'] / 60:.1f}", minutes_to_beat(r, levels["lara"]), f"{100 * r['eval']['final_completion_rate']:.1f}")
+            for r in runs]
+    header = ("variant", "seed", "teacher", "env steps", "updates", "wall min", "min to beat LARA", "final eval %")
+    text = "\n".join([markdown_table(header, rows), "",
                       "Baselines on the same evaluation workloads: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in levels.items())])
     print(text)
     directory = RESULTS_DIR / "training"

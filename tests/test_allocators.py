@@ -188,3 +188,16 @@ def test_oracle_allocators_ask_for_the_oracle_and_bad_arguments_raise():
         LaiRA(first_slice=0)
     with pytest.raises(TypeError, match="Predictor"):
         LLF("wls")
+
+
+def test_allocator_specs_name_predictor_and_integer_options():
+    from mara_agents.allocators import make_allocator
+    from mara_agents.predictors import DKF
+
+    lara = make_allocator("lara:dkf,explore_steps=2")
+    assert isinstance(lara, LARA) and isinstance(lara.predictor, DKF) and lara.explore_steps == 2
+    assert make_allocator("lara").explore_steps == 3
+    for spec, message in [("nope", "unknown allocator"), ("lara,explore_steps=two", "KEY=INT"), ("lara,bogus=1", "bogus"),
+                          ("lara:nope", "unknown predictor")]:
+        with pytest.raises(ValueError, match=message):
+            make_allocator(spec)

@@ -132,6 +132,8 @@ def test_training_curves_come_from_the_manifests(tmp_path):
     assert [r["seed"] for r in runs] == [0, 1]
     path = training.figure(runs, {"edf": 0.5, "lara": 0.6}, tmp_path / "curve.png")
     assert path.stat().st_size > 0
+    assert training.minutes_to_beat(runs[0], 0.5) == "5.0" and training.minutes_to_beat(runs[0], 0.3) == "0.1"
+    assert training.minutes_to_beat(runs[0], 0.6) == "never"
 
 
 def test_a_group_of_roots_in_one_batch_gives_each_cells_own_results():

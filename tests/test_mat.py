@@ -215,7 +215,21 @@ def test_teacher_warm_start_clones_the_teacher_and_resumes_without_it(tmp_path):
     assert longer.run()["pretraining"] == report
     assert (tmp_path / "warm" / DEMONSTRATIONS_FILE).stat().st_mtime_ns == mtime
     with pytest.raises(ValueError, match="unknown teacher"):
-        toy_ppo(teacher="clairvoyant")
+        toy_ppo(teacher="clairvoyant")  # oracle agents cannot teach a policy that acts on observations
+
+
+def test_teacher_specs():
+    from mara_agents.allocators import EDFAdmission
+    from mara_agents.mat.imitation import make_teacher
+    from mara_agents.predictors import WLS
+
+    teacher = make_teacher("edf-admission:wls,min_reports=5")
+    assert isinstance(teacher, EDFAdmission) and isinstance(teacher.predictor, WLS)
+    assert isinstance(make_teacher("edf"), EDF)
+    for spec, message in [("lara:oracle", "unknown teacher"), ("edf:wls", "unknown teacher"), ("lara,explore_steps=x", "KEY=INT"),
+                          ("lara,bogus=1", "bogus"), ("edf,min_reports=1", "unknown teacher")]:
+        with pytest.raises(ValueError, match=message):
+            make_teacher(spec)
 
 
 # --------------------------------------------------------------------------------------------------

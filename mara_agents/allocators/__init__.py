@@ -37,4 +37,26 @@ ALLOCATORS = {
     "slaq": _with(SLAQ, "wls"),
 }
 
-__all__ = ["ALLOCATORS", "EDFAdmission", "Estimates", "LARA", "LLF", "LaiRA", "ObservedTasks", "OrderedAllocator", "PredictiveAllocator", "SLAQ"]
+
+
+def make_allocator(spec: str) -> PredictiveAllocator:
+    """The allocator of ``spec`` = ``NAME[:PREDICTOR][,KEY=INT,...]``, e.g. ``"lara:oracle"`` or
+    ``"edf-admission:fm,min_reports=5"`` (integer keyword arguments of its class); ValueError otherwise."""
+    head, *options = spec.split(",")
+    name, _, predictor = head.partition(":")
+    if name not in ALLOCATORS:
+        raise ValueError(f"unknown allocator {name!r} in {spec!r}; choose from {sorted(ALLOCATORS)}")
+    kwargs = {}
+    for option in options:
+        key, _, value = option.partition("=")
+        try:
+            kwargs[key.strip()] = int(value)
+        except ValueError:
+            raise ValueError(f"option {option!r} of {spec!r} is not KEY=INT") from None
+    try:
+        return ALLOCATORS[name](predictor, **kwargs) if predictor else ALLOCATORS[name](**kwargs)
+    except TypeError as error:
+        raise ValueError(f"allocator {spec!r}: {error}") from error
+
+
+__all__ = ["ALLOCATORS", "make_allocator", "EDFAdmission", "Estimates", "LARA", "LLF", "LaiRA", "ObservedTasks", "OrderedAllocator", "PredictiveAllocator", "SLAQ"]

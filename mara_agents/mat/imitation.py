@@ -42,14 +42,18 @@ def teacher_names() -> list[str]:
     return sorted([*ALLOCATORS, *(name for name in HEURISTICS if name not in ("clairvoyant", "random"))])
 
 
-def make_teacher(name: str):
-    """The teacher agent called ``name`` (see :func:`teacher_names`); ValueError for others."""
-    from mara_agents.allocators import ALLOCATORS
+def make_teacher(spec: str):
+    """The teacher agent of ``spec``: a heuristic name, or an allocator ``NAME[:PREDICTOR][,KEY=INT,...]``
+    (:func:`mara_agents.allocators.make_allocator`), e.g. ``"edf-admission:fm,min_reports=5"``; oracle agents
+    cannot teach (the student acts on observations). ValueError for anything else."""
+    from mara_agents.allocators import make_allocator
     from mara_agents.heuristics import HEURISTICS
 
-    if name not in teacher_names():
-        raise ValueError(f"unknown teacher {name!r}; choose from {teacher_names()} (or '' for none)")
-    return ALLOCATORS[name]() if name in ALLOCATORS else HEURISTICS[name]()
+    name, _, predictor = spec.split(",")[0].partition(":")
+    if name not in teacher_names() or predictor == "oracle" or (name in HEURISTICS and spec != name):
+        raise ValueError(f"unknown teacher {spec!r}: a heuristic in {[n for n in teacher_names() if n in HEURISTICS]} or an "
+                         "allocator NAME[:PREDICTOR][,KEY=INT...] on a non-oracle predictor (or '' for none)")
+    return HEURISTICS[name]() if name in HEURISTICS else make_allocator(spec)
 
 
 def autoregressive_masks(env_mask: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:

@@ -123,10 +123,9 @@ class PPOConfig:
         if self.num_envs * self.rollout < self.minibatches:
             raise ValueError("num_envs * rollout must be at least minibatches")
         if self.teacher:
-            from mara_agents.mat.imitation import teacher_names
+            from mara_agents.mat.imitation import make_teacher
 
-            if self.teacher not in teacher_names():
-                raise ValueError(f"unknown teacher {self.teacher!r}; choose from {teacher_names()} (or '' for none)")
+            make_teacher(self.teacher)  # ValueError for an unknown teacher
 
     @property
     def predictor(self) -> str | None:
