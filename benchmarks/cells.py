@@ -89,6 +89,9 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
     from benchmarks.agents import make_agent
     from benchmarks.rollout import run_agent
 
+    import torch
+
+    torch.set_num_threads(1)  # tiny per-step ops: one thread is fastest, and parallel workers must not oversubscribe the cores
     start = time.perf_counter()
     first = cells[0]
     if any(dataclasses.replace(c, root=first.root) != first for c in cells):
