@@ -39,9 +39,6 @@ timings do (±30% between runs).
 CACHED_NOTE = """
 This page was generated with `--cached-only`: the cell-based suites summarised cells computed earlier
 (their wall times here are only the loading), and the cells not computed are listed under each table.
-Computing a cell of a learned row with flow-matching features took 10–60 s per root on this machine
-(the predictor runs on every changed task at every step), which is why the learned rows at the heavier
-loads and in the scale suite were not computed in this session.
 """
 
 
