@@ -25,7 +25,8 @@ One iteration:
 
 Logged per iteration (tqdm bar, ``OUT/metrics.jsonl``, TensorBoard if installed): approximate KL,
 clip fraction, explained variance, entropy, losses, env-steps/s, training completion rate; every few
-minutes a deterministic evaluation on fixed seeded *training-curve* workloads.
+minutes (and once at the start, on the random initialisation) a deterministic evaluation on fixed seeded
+*training-curve* workloads.
 
 Outputs in OUT: ``train_state.pt`` (everything needed to resume: model, optimizer, value normalizer,
 RNG states, counters, elapsed wall time; written atomically every few minutes, at the end and on
@@ -532,6 +533,8 @@ class Trainer:
                            desc=f"{self.cfg.variant} s{self.cfg.seed}" + (" (resumed)" if resumed else ""))
             started = time.perf_counter()
             base_elapsed, last_save = self.elapsed, self.elapsed
+            if not self.evals and not self.budget_spent():
+                self._record_eval({})  # the random initialisation: the wall-clock curve starts at 0
             if self.cfg.teacher and not self.budget_spent():
                 was_pretrained = self.pretrained
                 self.pretrain()  # counts towards the wall-clock budget
