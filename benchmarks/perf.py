@@ -209,15 +209,20 @@ def decision_times(rows: Sequence[str] = QUICK_ROWS) -> dict[str, dict[str, floa
         agent, sim = make_agent(row), Simulator(config, 1)
         sim.reset([load_suite("id", "train", 0, 0)])
         agent.reset(1, sim.N, sim.K)
-        times = []
+        times, feature_times = [], []
         while not sim.done.all():
             observation, mask = features.observations(sim, config.history)
             oracle = {REMAINING_DEMAND: sim.remaining_demand()} if agent.needs_oracle else None
+            before = getattr(agent, "feature_seconds", 0.0)  # MAT agents: time spent rebuilding predictor features
             start = time.perf_counter()
             actions = agent.act(observation, mask, oracle)
             times.append(time.perf_counter() - start)
+            feature_times.append(getattr(agent, "feature_seconds", 0.0) - before)
             sim.step(actions)
         out[row] = {"median_ms": 1e3 * float(np.median(times)), "mean_ms": 1e3 * float(np.mean(times)), "decisions": len(times)}
+        if any(feature_times):
+            out[row]["features_median_ms"] = 1e3 * float(np.median(feature_times))
+            out[row]["policy_median_ms"] = 1e3 * float(np.median(np.subtract(times, feature_times)))
     return out
 
 
@@ -249,8 +254,10 @@ def main(argv: Sequence[str] = ()) -> int:
     print(f"Simulator.step + observations at B={BATCH_SIZES[-1]}: {with_obs:,.0f} env-steps/s (>= {TARGET_BATCHED:,}: {'yes' if with_obs >= TARGET_BATCHED else 'no'})")
     print(f"PettingZoo reset(seed=s), a drawn workload: {result['reset_seeded_ms']:.2f} ms (median)")
     print()
-    print(markdown_table(("agent", "decision ms (median)", "decision ms (mean)"),
-                         [(row, f"{t['median_ms']:.2f}", f"{t['mean_ms']:.2f}") for row, t in result["decision_ms"].items()]))
+    print(markdown_table(("agent", "decision ms (median)", "decision ms (mean)", "of which: policy / predictor features (median ms)"),
+                         [(row, f"{t['median_ms']:.2f}", f"{t['mean_ms']:.2f}",
+                           f"{t['policy_median_ms']:.2f} / {t['features_median_ms']:.2f}" if "features_median_ms" in t else "")
+                          for row, t in result["decision_ms"].items()]))
     paths = write_results("perf", {"suite": "perf", "wall_s": wall, "seconds_per_case": args.seconds, **result})
     print(f"wall time {wall:.1f} s; wrote {', '.join(str(p) for p in paths)}")
     return 0

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,7 @@ class MATAgent(Agent):
         if self.config.predictor is not None and predictor is None:
             self.predictor = make_predictor(self.config.predictor)
         self._observed = self._cache = None
+        self.feature_seconds = 0.0  # wall seconds spent rebuilding predictor features (benchmarks split decision time)
 
     @classmethod
     def load(cls, path: Path | str, deterministic: bool = True, device: str = "cpu", seed: int = 0,
@@ -157,7 +159,10 @@ class MATAgent(Agent):
         if self.predictor is not None:
             if self._observed is None:
                 self.reset(B, N, K)
-            observation = np.concatenate([observation, np.broadcast_to(self._predictor_features(observation, K), (B, N, PREDICTOR_FEATURES * K))], axis=2)
+            started = time.perf_counter()
+            extra = self._predictor_features(observation, K)
+            self.feature_seconds += time.perf_counter() - started
+            observation = np.concatenate([observation, np.broadcast_to(extra, (B, N, PREDICTOR_FEATURES * K))], axis=2)
         tokens = parse_observation(observation, K, self.config)
         if self.device.type != "cpu":
             tokens = type(tokens)(*(t.to(self.device) for t in tokens))
