@@ -39,13 +39,15 @@ ALLOCATORS = {
 
 
 
-def make_allocator(spec: str) -> PredictiveAllocator:
-    """The allocator of ``spec`` = ``NAME[:PREDICTOR][,KEY=INT,...]``, e.g. ``"lara:oracle"`` or
-    ``"edf-admission:fm,min_reports=5"`` (integer keyword arguments of its class); ValueError otherwise."""
+def parse_allocator_spec(spec: str) -> tuple[str, str | None, dict[str, int]]:
+    """(name, predictor or None, integer options) of ``NAME[:PREDICTOR][,KEY=INT,...]``; ValueError for an
+    unknown name or predictor or a malformed option (options are checked by the class when it is built)."""
     head, *options = spec.split(",")
     name, _, predictor = head.partition(":")
     if name not in ALLOCATORS:
         raise ValueError(f"unknown allocator {name!r} in {spec!r}; choose from {sorted(ALLOCATORS)}")
+    if predictor and predictor not in PREDICTORS:
+        raise ValueError(f"unknown predictor {predictor!r} in {spec!r}; choose from {sorted(PREDICTORS)}")
     kwargs = {}
     for option in options:
         key, _, value = option.partition("=")
@@ -53,10 +55,17 @@ def make_allocator(spec: str) -> PredictiveAllocator:
             kwargs[key.strip()] = int(value)
         except ValueError:
             raise ValueError(f"option {option!r} of {spec!r} is not KEY=INT") from None
+    return name, predictor or None, kwargs
+
+
+def make_allocator(spec: str) -> PredictiveAllocator:
+    """The allocator of ``spec`` = ``NAME[:PREDICTOR][,KEY=INT,...]``, e.g. ``"lara:oracle"`` or
+    ``"edf-admission:fm,min_reports=5"`` (integer keyword arguments of its class); ValueError otherwise."""
+    name, predictor, kwargs = parse_allocator_spec(spec)
     try:
         return ALLOCATORS[name](predictor, **kwargs) if predictor else ALLOCATORS[name](**kwargs)
     except TypeError as error:
         raise ValueError(f"allocator {spec!r}: {error}") from error
 
 
-__all__ = ["ALLOCATORS", "make_allocator", "EDFAdmission", "Estimates", "LARA", "LLF", "LaiRA", "ObservedTasks", "OrderedAllocator", "PredictiveAllocator", "SLAQ"]
+__all__ = ["ALLOCATORS", "make_allocator", "parse_allocator_spec", "EDFAdmission", "Estimates", "LARA", "LLF", "LaiRA", "ObservedTasks", "OrderedAllocator", "PredictiveAllocator", "SLAQ"]

@@ -42,18 +42,28 @@ def teacher_names() -> list[str]:
     return sorted([*ALLOCATORS, *(name for name in HEURISTICS if name not in ("clairvoyant", "random"))])
 
 
+def check_teacher(spec: str) -> None:
+    """ValueError unless ``spec`` names a teacher: a heuristic that needs no oracle, or an allocator
+    ``NAME[:PREDICTOR][,KEY=INT,...]`` on a non-oracle predictor. Builds nothing (no predictor is loaded)."""
+    from mara_agents.allocators import ALLOCATORS, parse_allocator_spec
+
+    name = spec.split(",")[0].partition(":")[0]
+    if name in ALLOCATORS and parse_allocator_spec(spec)[1] != "oracle":
+        return
+    if name not in ALLOCATORS and spec in teacher_names():
+        return
+    raise ValueError(f"unknown teacher {spec!r}: a heuristic in {[n for n in teacher_names() if n not in ALLOCATORS]} or an "
+                     "allocator NAME[:PREDICTOR][,KEY=INT...] on a non-oracle predictor (or '' for none)")
+
+
 def make_teacher(spec: str):
-    """The teacher agent of ``spec``: a heuristic name, or an allocator ``NAME[:PREDICTOR][,KEY=INT,...]``
-    (:func:`mara_agents.allocators.make_allocator`), e.g. ``"edf-admission:fm,min_reports=5"``; oracle agents
-    cannot teach (the student acts on observations). ValueError for anything else."""
+    """The teacher agent of ``spec`` (see :func:`check_teacher`), e.g. ``"edf-admission:fm,min_reports=5"``; oracle
+    agents cannot teach (the student acts on observations). ValueError for anything else."""
     from mara_agents.allocators import make_allocator
     from mara_agents.heuristics import HEURISTICS
 
-    name, _, predictor = spec.split(",")[0].partition(":")
-    if name not in teacher_names() or predictor == "oracle" or (name in HEURISTICS and spec != name):
-        raise ValueError(f"unknown teacher {spec!r}: a heuristic in {[n for n in teacher_names() if n in HEURISTICS]} or an "
-                         "allocator NAME[:PREDICTOR][,KEY=INT...] on a non-oracle predictor (or '' for none)")
-    return HEURISTICS[name]() if name in HEURISTICS else make_allocator(spec)
+    check_teacher(spec)
+    return HEURISTICS[spec]() if spec in HEURISTICS else make_allocator(spec)
 
 
 def autoregressive_masks(env_mask: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -118,7 +128,7 @@ def collect_demonstrations(teacher, group, workloads: list, parse, max_samples: 
     started = time.perf_counter()
     while not sim.done.all():
         student_obs, env_mask = group.observe()
-        plain_obs, _ = features.observations(sim, group.config.history)
+        plain_obs = student_obs[..., : features.obs_dim(sim.K, group.config.history)]  # the env part (features follow it)
         actions = torch.from_numpy(np.asarray(teacher.act(plain_obs, env_mask), dtype=np.int64))
         tokens = parse(student_obs)
         reward, live, _ = group.step(actions.numpy())

@@ -124,9 +124,9 @@ class PPOConfig:
         if self.num_envs * self.rollout < self.minibatches:
             raise ValueError("num_envs * rollout must be at least minibatches")
         if self.teacher:
-            from mara_agents.mat.imitation import make_teacher
+            from mara_agents.mat.imitation import check_teacher
 
-            make_teacher(self.teacher)  # ValueError for an unknown teacher
+            check_teacher(self.teacher)
 
     @property
     def predictor(self) -> str | None:
