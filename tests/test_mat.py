@@ -16,8 +16,8 @@ from core_env.sim import Simulator
 from core_env.workload import Workload, draw_workload
 from mara_agents.heuristics import EDF, RandomAgent
 from mara_agents.mat.agent import MATAgent, load_policy, save_policy
-from mara_agents.mat.imitation import DEMONSTRATIONS_FILE, Demonstrations, autoregressive_masks
-from mara_agents.mat.model import MATConfig, MATModel, Tokens
+from mara_agents.mat.imitation import DEMONSTRATIONS_FILE, Demonstrations
+from mara_agents.mat.model import _MASKED, MATConfig, MATModel, Tokens, autoregressive_masks
 from mara_agents.mat.ppo import STATE_FILE, PPOConfig, Trainer
 from mara_agents.predictors import WLS
 from mara_agents.predictors.features import SlotPredictions, predictor_observations
@@ -77,6 +77,28 @@ def random_tokens(rng: np.random.Generator, B: int, N: int, K: int, config: MATC
     return Tokens(torch.from_numpy(nodes), torch.from_numpy(slots), torch.from_numpy(last)), torch.from_numpy(mask)
 
 
+def node_by_node(model: MATModel, tokens: Tokens, env_mask: torch.Tensor, seed: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference decoding, one node at a time: node i's logits come from a decoder given only nodes 0..i
+    and the actions already chosen; Gumbel noise as :meth:`MATModel.act` draws it (None: argmax)."""
+    enc = model.encode(tokens)
+    B, N, K1 = env_mask.shape
+    noise = None
+    if seed is not None:
+        u = torch.rand(B, N, K1, generator=torch.Generator().manual_seed(seed)).clamp_(min=1e-20)
+        noise = -torch.log(-torch.log(u))
+    actions, logps = torch.zeros(B, 0, dtype=torch.long), []
+    free = torch.ones(B, K1, dtype=torch.bool)
+    for i in range(N):
+        logits = model._decode(enc, model._shifted(torch.cat([actions, torch.zeros(B, 1, dtype=torch.long)], 1)))[:, i]
+        mask = env_mask[:, i] & free
+        mask[:, 0] = True
+        logp = torch.log_softmax(logits.masked_fill(~mask, _MASKED), -1)
+        a = (logp if noise is None else logp + noise[:, i]).argmax(-1, keepdim=True)
+        actions, free = torch.cat([actions, a], 1), free.scatter(1, a, False)
+        logps.append(logp.gather(1, a))
+    return actions, torch.cat(logps, 1)
+
+
 @pytest.mark.parametrize("predictor", [None, "fm"])
 def test_autoregressive_masks_and_teacher_forcing(predictor):
     config = MATConfig(predictor=predictor)
@@ -84,12 +106,21 @@ def test_autoregressive_masks_and_teacher_forcing(predictor):
     with torch.no_grad():  # sharper than the near-uniform initial policy, so that choices vary
         model.query.weight.mul_(300.0)
     rng = np.random.default_rng(0)
-    generator = torch.Generator().manual_seed(0)
     for N, K in [(1, 3), (2, 1), (4, 16), (6, 5), (8, 24)]:  # one model for every N and K
         tokens, env_mask = random_tokens(rng, 64, N, K, config)
         for deterministic in (False, True):
+            seed = int(rng.integers(1 << 30))
             with torch.no_grad():
-                actions, logp, masks, values = model.act(tokens, env_mask, deterministic, generator)
+                reference, reference_logp = node_by_node(model, tokens, env_mask, None if deterministic else seed)
+                for decoding in ("node-by-node", "fixed-point"):  # both are exact, for every row of the batch
+                    generator = torch.Generator().manual_seed(seed)
+                    actions, logp, masks, values = model.act(tokens, env_mask, deterministic, generator, decoding)
+                    assert torch.equal(actions, reference), decoding
+                    assert torch.allclose(logp, reference_logp, atol=1e-5), (decoding, (logp - reference_logp).abs().max())
+                one = model.act(Tokens(*(t[:1] for t in tokens)), env_mask[:1], deterministic, torch.Generator().manual_seed(seed))[0]
+                assert one.shape == (1, N)  # B = 1: fixed-point decoding under "auto"
+                if deterministic:
+                    assert torch.equal(one, reference[:1])
             a = actions.numpy()
             assert a.shape == (64, N) and a.min() >= 0 and a.max() <= K
             assert np.take_along_axis(env_mask.numpy(), a[..., None], axis=2).all(), "an action outside the env mask"

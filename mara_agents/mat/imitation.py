@@ -28,7 +28,7 @@ import torch
 
 from core_env import features
 from core_env.npz import write_atomic
-from mara_agents.mat.model import MATModel, Tokens
+from mara_agents.mat.model import MATModel, Tokens, autoregressive_masks
 
 DEMONSTRATIONS_FILE = "demonstrations.pt"
 DEMONSTRATIONS_FORMAT = "mara_agents.mat.demonstrations/1"
@@ -64,19 +64,6 @@ def make_teacher(spec: str):
 
     check_teacher(spec)
     return HEURISTICS[spec]() if spec in HEURISTICS else make_allocator(spec)
-
-
-def autoregressive_masks(env_mask: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-    """(B, N, K+1) the masks MAT's node-by-node decoding applies for ``actions``: node i may not take a
-    task an earlier node took (idle is always allowed)."""
-    masks = env_mask.clone()
-    masks[..., 0] = True
-    taken = torch.zeros(masks.shape[0], masks.shape[2], dtype=torch.bool)
-    for i in range(masks.shape[1]):
-        masks[:, i] &= ~taken
-        taken.scatter_(1, actions[:, i : i + 1], True)
-        taken[:, 0] = False
-    return masks
 
 
 class Demonstrations:

@@ -25,6 +25,18 @@ output with each slot token's key and with a learned idle key.
 always allowed), so no two nodes ever take one task. The masks actually applied are returned, and
 :meth:`MATModel.evaluate_actions` (teacher forcing: one decoder pass with the actions shifted by one
 node) reproduces the very same masked distributions from them.
+
+**Decoding.** Node-by-node decoding runs N decoder steps, each with the earlier nodes' cached keys and
+values. For a single environment, where a decision's latency matters, :meth:`MATModel.act` uses
+*fixed-point decoding* instead: because the decoder is causal, node i's logits depend only on the actions
+of nodes 0..i-1, so it guesses the joint action (each node keeps the slot it served last step), runs one
+teacher-forced pass over all nodes, and chooses node by node from those logits under the autoregressive
+masks. If the choices of nodes 0..N-2 equal the guess, every node's logits were computed from its
+predecessors' actual choices, so the result is exactly the node-by-node one; otherwise the choices become
+the next guess. Each pass fixes at least one more node, so at most N passes are needed (one in most steps
+of a deterministic policy: nodes mostly keep their tasks). Sampling draws the Gumbel noise of all nodes
+up front (Gumbel-max is an exact sample of each node's categorical distribution), so both decodings give
+the same actions for the same generator state.
 """
 
 from __future__ import annotations
@@ -46,6 +58,8 @@ PREDICTOR_CHOICES = ("fm", "wls", None)
 PREDICTOR_FEATURES = 3
 #: Inputs of a node token: node index, speed, idle last step, then the 3 global features.
 NODE_INPUTS = 3 + features.GLOBAL_FEATURES
+#: How :meth:`MATModel.act` decodes (both give the same actions).
+DECODINGS = ("auto", "node-by-node", "fixed-point")
 _MASKED = -1e9  # logit of a masked action: exp() underflows to exactly 0 in float32
 
 
@@ -133,6 +147,31 @@ def parse_observation(observation: np.ndarray | torch.Tensor, n_slots: int, conf
     return Tokens(nodes.contiguous(), table.contiguous(), last)
 
 
+def autoregressive_masks(env_mask: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """(B, N, K+1) the masks node-by-node decoding applies for ``actions`` (B, N): node i may not take a
+    task an earlier node took; idle is always allowed."""
+    taken = F.one_hot(actions[:, :-1], env_mask.shape[2]).cumsum(1) > 0  # (B, N-1, K+1) taken by nodes 0..i
+    taken[..., 0] = False
+    masks = env_mask.clone()
+    masks[..., 0] = True
+    masks[:, 1:] &= ~taken
+    return masks
+
+
+def take(scores: torch.Tensor, allowed: torch.Tensor, free: torch.Tensor) -> torch.Tensor:
+    """(B,) the highest-scoring action (scores (B, K+1)) that is allowed and still free; marks it taken in ``free``."""
+    a = scores.masked_fill(~(allowed & free), -math.inf).argmax(-1)
+    free[torch.arange(free.shape[0]), a] = False
+    free[:, 0] = True  # idle stays free
+    return a
+
+
+def choose_in_order(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """(B, N) int64: node by node, the highest-scoring allowed action (B, N, K+1) that no earlier node took."""
+    free = torch.ones_like(allowed[:, 0])
+    return torch.stack([take(scores[:, i], allowed[:, i], free) for i in range(scores.shape[1])], dim=1)
+
+
 class Attention(nn.Module):
     """Multi-head scaled dot-product attention with separate query and key/value inputs."""
 
@@ -183,7 +222,7 @@ class DecoderLayer(nn.Module):
     """Causal self-attention over nodes, cross-attention to the encoded slots, MLP (pre-LN).
 
     :meth:`forward` runs all nodes at once (teacher forcing); :meth:`step` runs one node with a cache of
-    the earlier nodes' keys and values (acting). Both compute the same function.
+    the earlier nodes' keys and values (node-by-node decoding). Both compute the same function.
     """
 
     def __init__(self, d: int, heads: int) -> None:
@@ -305,48 +344,68 @@ class MATModel(nn.Module):
         return torch.cat([start, actions[:, :-1] + 1], dim=1)
 
     def act(self, tokens: Tokens, env_mask: torch.Tensor, deterministic: bool = False,
-            generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One joint decision, node by node.
+            generator: torch.Generator | None = None, decoding: str = "auto") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One joint decision, node by node in the fixed order 0..N-1.
 
         Args:
             tokens: parsed observations.
             env_mask: (B, N, K + 1) bool env action masks (column 0, idle, is always allowed).
             deterministic: argmax instead of sampling.
-            generator: torch generator for sampling.
+            generator: torch generator for sampling (one draw of (B, N, K + 1) uniforms per decision).
+            decoding: ``"node-by-node"`` (N decoder steps with cached keys and values; best for batches),
+                ``"fixed-point"`` (see the module docstring; best for one environment, where the latency
+                matters) or ``"auto"`` (fixed-point when B = 1). Both give the same actions.
 
         Returns:
             actions (B, N) int64, their log-probs (B, N), the masks applied (B, N, K + 1) bool and the
             per-node values (B, N).
         """
+        if decoding not in DECODINGS:
+            raise ValueError(f"unknown decoding {decoding!r}; expected one of {list(DECODINGS)}")
         enc = self.encode(tokens)
         B, N, K1 = env_mask.shape
+        allowed = env_mask.clone()
+        allowed[..., 0] = True
+        noise = None
+        if not deterministic:  # Gumbel-max: argmax(logits + Gumbel noise) is an exact categorical sample
+            u = torch.rand(B, N, K1, generator=generator).clamp_(min=1e-20)
+            noise = -torch.log(-torch.log(u))
+        if decoding == "fixed-point" or (decoding == "auto" and B == 1):
+            logits, actions = self._fixed_point(enc, allowed, noise, (tokens.last + 1).clamp(min=0))
+        else:
+            logits, actions = self._node_by_node(enc, allowed, noise)
+        masks = autoregressive_masks(allowed, actions)
+        logp = torch.log_softmax(logits.masked_fill_(~masks, _MASKED), dim=-1).gather(2, actions.unsqueeze(-1)).squeeze(-1)
+        return actions, logp, masks, enc.values
+
+    def _node_by_node(self, enc: Encoded, allowed: torch.Tensor, noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, N, K + 1) logits and (B, N) actions, one decoder step per node (cached keys and values)."""
+        B, N, K1 = allowed.shape
         d = enc.nodes.shape[2]
-        env_mask = env_mask.clone()
-        env_mask[..., 0] = True
         free = torch.ones(B, K1, dtype=torch.bool)  # not chosen by an earlier node (idle stays free)
-        applied = torch.empty_like(env_mask)
+        logits = torch.empty(B, N, K1)
         actions = torch.empty(B, N, dtype=torch.long)
-        logps = torch.empty(B, N)
         caches: list[list[torch.Tensor | None]] = [[None, None] for _ in self.decoder]
         previous = torch.zeros(B, 1, 1, dtype=torch.long).expand(B, 1, d)  # decoder input: the start token
         for i in range(N):
             x = enc.nodes[:, i : i + 1] + torch.gather(enc.actions, 1, previous)
             for layer, cache, memory in zip(self.decoder, caches, enc.memory):
                 x = layer.step(x, cache, memory, enc.memory_mask)
-            mask = env_mask[:, i] & free
-            applied[:, i] = mask
-            logp = torch.log_softmax(self._logits(enc, x)[:, 0].masked_fill_(~mask, _MASKED), dim=-1)
-            if deterministic:
-                a = logp.argmax(-1, keepdim=True)
-            else:  # Gumbel-max: an exact sample of the categorical distribution
-                u = torch.rand(logp.shape, generator=generator).clamp_(min=1e-20)
-                a = (logp - torch.log(-torch.log(u))).argmax(-1, keepdim=True)
-            actions[:, i : i + 1] = a
-            logps[:, i : i + 1] = logp.gather(1, a)
-            free.scatter_(1, a, False)
-            free[:, 0] = True
-            previous = (a + 1).unsqueeze(-1).expand(B, 1, d)
-        return actions, logps, applied, enc.values
+            logits[:, i] = self._logits(enc, x)[:, 0]
+            actions[:, i] = take(logits[:, i] if noise is None else logits[:, i] + noise[:, i], allowed[:, i], free)
+            previous = (actions[:, i] + 1).view(B, 1, 1).expand(B, 1, d)
+        return logits, actions
+
+    def _fixed_point(self, enc: Encoded, allowed: torch.Tensor, noise: torch.Tensor | None,
+                     guess: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, N, K + 1) logits and (B, N) actions by fixed-point decoding from the joint action ``guess``."""
+        for _ in range(allowed.shape[1]):
+            logits = self._decode(enc, self._shifted(guess))
+            actions = choose_in_order(logits if noise is None else logits + noise, allowed)
+            if torch.equal(actions[:, :-1], guess[:, :-1]):  # every node was decoded after its predecessors' actual choices
+                break
+            guess = actions
+        return logits, actions
 
     def evaluate_actions(self, tokens: Tokens, masks: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Teacher-forced pass: log-probs (B, N) of ``actions`` under the applied ``masks``, entropies (B, N), values (B, N)."""

@@ -52,6 +52,7 @@ the format, the config and the sha256 before loading and raises ValueError namin
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -75,6 +76,9 @@ HORIZON = int(sum(BIN_WIDTHS))
 TAIL = 64
 #: Windows (most recent reports) of the mean relative log loss summary features.
 SCALES: tuple[int, ...] = (2, 4, 8, 16, 32, 64)
+_SCALES = np.array(SCALES)
+_SCALE_SEGMENTS = np.array((0,) + SCALES[:-1])  # the most recent reports first: [0, 2), [2, 4), ..., [32, 64)
+_TAIL_INDEX = np.arange(TAIL)
 STEP_FEATURES = 3
 SUMMARY_FEATURES = 5 + len(SCALES)
 #: Relative log losses are clipped to ±REL_CLIP (a factor of e^10 either way).
@@ -141,8 +145,22 @@ class FlowConfig:
 
 def bin_centers(bin_widths: Sequence[int]) -> np.ndarray:
     """(B,) centre of each bin in node-steps from now: (a + 1 + b) / 2 for a bin covering steps a+1..b."""
+    return _bin_layout(tuple(bin_widths))[0].copy()
+
+
+@functools.lru_cache(maxsize=8)
+def _bin_layout(bin_widths: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Bin centres and the start of each bin's interpolation segment (0 for the first bin), read-only."""
     widths = np.asarray(bin_widths, dtype=np.float64)
-    return np.cumsum(widths) - (widths - 1.0) / 2.0
+    centers = np.cumsum(widths) - (widths - 1.0) / 2.0
+    starts = np.concatenate([[0.0], centers[:-1]])
+    centers.flags.writeable = starts.flags.writeable = False
+    return centers, starts
+
+
+def _clip(x: np.ndarray | float, limit: float) -> np.ndarray:
+    """x clipped to [-limit, limit] (np.clip costs several times more on the small arrays of one decision)."""
+    return np.minimum(np.maximum(x, -limit), limit)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -161,19 +179,14 @@ def pack_histories(histories: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndar
     m = len(histories)
     length = np.fromiter((len(h) for h in histories), dtype=np.int64, count=m)
     tail = np.zeros((m, TAIL))
-    first = np.zeros(m)
     if m == 0 or not length.any():
-        return tail, length, first
-    tails = [np.asarray(h, dtype=np.float64)[-TAIL:] for h in histories]
-    flat = np.concatenate(tails)
+        return tail, length, np.zeros(m)
+    flat = np.concatenate([np.asarray(h, dtype=np.float64)[-TAIL:] for h in histories])
     if not np.all(np.isfinite(flat)):
         raise ValueError("reported-loss histories must be finite")
-    count = np.minimum(length, TAIL)
-    row = np.repeat(np.arange(m), count)
-    col = TAIL - np.repeat(count, count) + (np.arange(flat.size) - np.repeat(np.cumsum(count) - count, count))
-    tail[row, col] = np.log(np.maximum(flat, LOSS_FLOOR))
-    nonempty = length > 0
-    first[nonempty] = np.log(np.maximum([histories[i][0] for i in np.flatnonzero(nonempty)], LOSS_FLOOR))
+    # Row-major boolean assignment fills each row's last min(length, TAIL) columns, oldest first.
+    tail[_TAIL_INDEX >= TAIL - np.minimum(length, TAIL)[:, None]] = np.log(np.maximum(flat, LOSS_FLOOR))
+    first = np.log(np.maximum([h[0] if len(h) else 1.0 for h in histories], LOSS_FLOOR))  # log 1 = 0 when empty
     return tail, length, first
 
 
@@ -192,24 +205,26 @@ def history_features(tail: np.ndarray, length: np.ndarray, first: np.ndarray,
         current: (M,) float64 current (last reported) log loss (0 for an empty history).
     """
     count = np.minimum(length, TAIL)
-    valid = np.arange(TAIL)[None, :] >= (TAIL - count)[:, None]
+    valid = _TAIL_INDEX >= (TAIL - count)[:, None]
     current = tail[:, -1]
-    rel = np.where(valid, np.clip(tail - current[:, None], -REL_CLIP, REL_CLIP), 0.0)
+    rel = np.where(valid, _clip(tail - current[:, None], REL_CLIP), 0.0)
     change = np.zeros_like(rel)
     change[:, 1:] = np.where(valid[:, :-1], rel[:, 1:] - rel[:, :-1], 0.0)
-    squash = lambda x: np.arcsinh(x / config.resolution)  # noqa: E731
-    recent_steps = slice(TAIL - config.history_steps, TAIL)
-    steps = np.stack([squash(rel[:, recent_steps]), squash(change[:, recent_steps]), valid[:, recent_steps]], axis=-1)
-    denominator = np.maximum(count, 1).astype(np.float64)
-    means = [rel[:, -k:].sum(axis=1) / np.minimum(denominator, k) for k in SCALES]
-    recent = change[:, -16:]
-    n_changes = np.clip(count - 1, 1, 16)
-    noise = np.sqrt((recent**2).sum(axis=1) / n_changes)
-    relative = np.stack([np.clip(first - current, -REL_CLIP, REL_CLIP), *means, noise, rel.min(axis=1)], axis=1)
-    summary = np.concatenate([np.log1p(length)[:, None] / 4.0, np.clip(current, -4 * REL_CLIP, 4 * REL_CLIP)[:, None] / 4.0,
-                              squash(relative)], axis=1)
-    return steps.astype(np.float32), summary.astype(np.float32), current
-
+    m, recent = len(tail), slice(TAIL - config.history_steps, TAIL)
+    steps = np.empty((m, config.history_steps, STEP_FEATURES), np.float32)
+    steps[..., :2] = np.arcsinh(np.stack([rel[:, recent], change[:, recent]], axis=-1) / config.resolution)
+    steps[..., 2] = valid[:, recent]
+    relative = np.empty((m, 3 + len(SCALES)))
+    relative[:, 0] = _clip(first - current, REL_CLIP)
+    sums = np.cumsum(np.add.reduceat(rel[:, ::-1], _SCALE_SEGMENTS, axis=1), axis=1)  # sums of the last k reports, k in SCALES
+    relative[:, 1 : 1 + len(SCALES)] = sums / np.minimum(np.maximum(count, 1)[:, None], _SCALES)
+    relative[:, -2] = np.sqrt((change[:, -16:] ** 2).sum(axis=1) / np.minimum(np.maximum(count - 1, 1), 16))
+    relative[:, -1] = rel.min(axis=1)
+    summary = np.empty((m, SUMMARY_FEATURES), np.float32)
+    summary[:, 0] = np.log1p(length) / 4.0
+    summary[:, 1] = _clip(current, 4 * REL_CLIP) / 4.0
+    summary[:, 2:] = np.arcsinh(relative / config.resolution)
+    return steps, summary, current
 
 # --------------------------------------------------------------------------------------------------
 # The model
@@ -291,20 +306,28 @@ class FlowModel(nn.Module):
         v = self.velocity(zu, bias + self.time_bias(_time_features(u)))
         return ((v - (z1 - z0)) ** 2).mean()
 
+    def time_biases(self, ode_steps: int) -> torch.Tensor:
+        """(2 ode_steps, 2 velocity_hidden) biases of the flow times :meth:`sample` visits: the start of each
+        step, then each step's midpoint."""
+        dt = 1.0 / ode_steps
+        start = torch.arange(ode_steps, dtype=torch.float32) * dt
+        return self.time_bias(_time_features(torch.cat([start, start + 0.5 * dt])))
+
     def sample(self, steps: torch.Tensor, summary: torch.Tensor, noise: torch.Tensor, ode_steps: int,
-               solver: str = "euler") -> torch.Tensor:
+               solver: str = "euler", time_bias: torch.Tensor | None = None) -> torch.Tensor:
         """Futures (M, S, NUM_BINS) (relative log-loss bins) from noise (S, NUM_BINS).
 
         Integrates dz/du = v(z, u, c) from u = 0 to 1 in ``ode_steps`` equal steps by ``solver``: "euler"
         (one velocity evaluation per step) or "midpoint" (two: Euler to the half step, then the full
-        step with the velocity there).
+        step with the velocity there). ``time_bias``: :meth:`time_biases` of ``ode_steps``, if already
+        computed (an inference caller with frozen weights computes them once).
         """
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)}")
         bias = self.encode(steps, summary)[:, None, :]
         dt = 1.0 / ode_steps
-        start = torch.arange(ode_steps, dtype=torch.float32) * dt
-        time_bias = self.time_bias(_time_features(torch.cat([start, start + 0.5 * dt])))
+        if time_bias is None:
+            time_bias = self.time_biases(ode_steps)
         z = noise[None].expand(bias.shape[0], -1, -1)
         for i in range(ode_steps):
             v = self.velocity(z, bias + time_bias[i])
@@ -352,21 +375,21 @@ def decode_crossings(future: np.ndarray, threshold: np.ndarray, bin_widths: Sequ
         never crosses (see the module docstring).
     """
     future = np.asarray(future, dtype=np.float64)
-    tau = np.broadcast_to(np.asarray(threshold, dtype=np.float64), future.shape[:-1])[..., None]
-    centers = bin_centers(bin_widths)
+    centers, starts = _bin_layout(tuple(bin_widths))
     if future.shape[-1] != centers.size:
         raise ValueError(f"futures have {future.shape[-1]} bins but the layout has {centers.size}")
-    crossed = future <= tau + CROSSING_TOLERANCE * np.maximum(np.abs(tau), 1.0)
-    hit = crossed.any(axis=-1)
-    j = np.argmax(crossed, axis=-1)[..., None]
-    previous = np.concatenate([np.zeros(future.shape[:-1] + (1,)), future[..., :-1]], axis=-1)
-    x_prev = np.concatenate([[0.0], centers[:-1]])
-    y_j = np.take_along_axis(future, j, axis=-1)[..., 0]
-    y_p = np.take_along_axis(previous, j, axis=-1)[..., 0]
+    lead = future.shape[:-1]
+    tau = np.broadcast_to(np.asarray(threshold, dtype=np.float64), lead).reshape(-1)
+    flat = future.reshape(-1, centers.size)
+    crossed = flat <= (tau + CROSSING_TOLERANCE * np.maximum(np.abs(tau), 1.0))[:, None]
+    j = np.argmax(crossed, axis=1)  # the first crossing bin (0 when none crosses)
+    rows = np.arange(j.size)
+    y_j = flat[rows, j]
+    y_p = np.where(j > 0, flat[rows, j - 1], 0.0)  # the segment starts at the previous bin, or at (0, 0)
     drop = y_p - y_j
-    fraction = np.clip(np.divide(y_p - tau[..., 0], drop, out=np.ones_like(drop), where=drop > 0), 0.0, 1.0)
-    x = x_prev[j[..., 0]] + fraction * (centers[j[..., 0]] - x_prev[j[..., 0]])
-    return np.where(hit, np.maximum(np.ceil(x - 1e-9), 1.0), np.inf)
+    fraction = np.minimum(np.maximum(np.divide(y_p - tau, drop, out=np.ones_like(drop), where=drop > 0), 0.0), 1.0)
+    x = starts[j] + fraction * (centers[j] - starts[j])
+    return np.where(crossed[rows, j], np.maximum(np.ceil(x - 1e-9), 1.0), np.inf).reshape(lead)
 
 
 def reachability_weights(remaining: np.ndarray, reachable: float | None) -> np.ndarray:
@@ -378,26 +401,24 @@ def reachability_weights(remaining: np.ndarray, reachable: float | None) -> np.n
     ``reachable`` and that of the censored ones to 1 - ``reachable``. Rows where all or no samples
     cross, and ``reachable=None`` (futures as drawn), keep equal weights.
     """
-    weights = np.ones(remaining.shape)
     if reachable is None:
-        return weights
+        return np.ones(remaining.shape)
     crossed = np.isfinite(remaining)
-    share = crossed.mean(axis=1, keepdims=True)
+    share = np.count_nonzero(crossed, axis=1)[:, None] / remaining.shape[1]
     mixed = (share > 0) & (share < 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        reweighted = np.where(crossed, reachable / share, (1.0 - reachable) / (1.0 - share))
-    return np.where(mixed, reweighted, weights)
+    share = np.where(mixed, share, 0.5)  # rows that keep equal weights: any share that divides safely
+    return np.where(mixed, np.where(crossed, reachable / share, (1.0 - reachable) / (1.0 - share)), 1.0)
 
 
 def weighted_quantiles(remaining: np.ndarray, weights: np.ndarray, levels: Sequence[float]) -> np.ndarray:
     """(M, S) samples and weights -> (M, Q) nearest-rank quantiles: the smallest sample whose
     cumulative weight share reaches the level (inf-safe; equal weights give the ceil(q S)-th smallest)."""
     order = np.argsort(remaining, axis=1, kind="stable")
-    ordered = np.take_along_axis(remaining, order, axis=1)
-    cumulative = np.cumsum(np.take_along_axis(weights, order, axis=1), axis=1)
+    rows = np.arange(remaining.shape[0])[:, None]
+    cumulative = np.cumsum(weights[rows, order], axis=1)
     cumulative /= cumulative[:, -1:]
     rank = (cumulative[:, None, :] < np.asarray(levels)[None, :, None] - 1e-9).sum(axis=2)
-    return np.take_along_axis(ordered, np.minimum(rank, remaining.shape[1] - 1), axis=1)
+    return remaining[rows, order[rows, np.minimum(rank, remaining.shape[1] - 1)]]
 
 
 def summarize_samples(remaining: np.ndarray, budgets: np.ndarray, levels: np.ndarray, reachable: float | None = None) -> DemandSummary:
@@ -450,6 +471,8 @@ class FlowMatchingPredictor(Predictor):
         self.model = model.eval()
         self.samples, self.ode_steps, self.solver, self.seed, self.reachable = samples, ode_steps, solver, seed, reachable
         self.noise = torch.randn(samples, len(model.config.bin_widths), generator=torch.Generator().manual_seed(seed))
+        with torch.inference_mode():  # the model is frozen for inference: its time biases are computed once
+            self._time_bias = model.time_biases(ode_steps)
 
     @classmethod
     def load(cls, path: Path | str = DEFAULT_CHECKPOINT, **kwargs: Any) -> FlowMatchingPredictor:
@@ -474,7 +497,8 @@ class FlowMatchingPredictor(Predictor):
             raise ValueError("sample_futures needs non-empty histories")
         steps, summary, current = history_features(tail, length, first, self.model.config)
         with torch.inference_mode():
-            futures = self.model.sample(torch.from_numpy(steps), torch.from_numpy(summary), self.noise, self.ode_steps, self.solver)
+            futures = self.model.sample(torch.from_numpy(steps), torch.from_numpy(summary), self.noise, self.ode_steps, self.solver,
+                                        self._time_bias)
         return futures.numpy().astype(np.float64), current
 
     def decoded_samples(self, histories: Sequence[np.ndarray], targets: np.ndarray) -> np.ndarray:
