@@ -116,6 +116,8 @@ def test_autoregressive_masks_and_teacher_forcing(predictor):
                     generator = torch.Generator().manual_seed(seed)
                     actions, logp, masks, values = model.act(tokens, env_mask, deterministic, generator, decoding)
                     assert torch.equal(actions, reference), decoding
+                    same = model.decide(tokens, env_mask, deterministic, torch.Generator().manual_seed(seed), decoding)
+                    assert torch.equal(same, actions)  # the acting agent's path: the actions alone
                     assert torch.allclose(logp, reference_logp, atol=1e-5), (decoding, (logp - reference_logp).abs().max())
                 one = model.act(Tokens(*(t[:1] for t in tokens)), env_mask[:1], deterministic, torch.Generator().manual_seed(seed))[0]
                 assert one.shape == (1, N)  # B = 1: fixed-point decoding under "auto"
@@ -146,6 +148,8 @@ def test_autoregressive_masks_and_teacher_forcing(predictor):
             forced = masks.sum(-1) == 1  # only idle left: probability one
             assert torch.allclose(logp[forced], torch.zeros(()), atol=1e-6)
         assert (a > 0).any()
+    with pytest.raises(ValueError, match="unknown decoding"):
+        model.act(tokens, env_mask, decoding="beam")
 
 
 # --------------------------------------------------------------------------------------------------

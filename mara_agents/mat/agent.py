@@ -32,6 +32,7 @@ import torch
 
 from core_env.config import EnvConfig
 from core_env.npz import write_atomic
+from mara_agents.allocators.observed import ObservedTasks
 from mara_agents.checkpoint_files import read_verified
 from mara_agents.mat.model import (
     PREDICTOR_FEATURES,
@@ -39,6 +40,8 @@ from mara_agents.mat.model import (
     MATModel,
     parse_observation,
 )
+from mara_agents.predictors.cache import PredictionCache
+from mara_agents.predictors.features import cache_features, observed_features
 from mara_agents.protocols import Agent
 
 POLICY_FORMAT = "mara_agents.mat/1"
@@ -138,9 +141,6 @@ class MATAgent(Agent):
 
     def reset(self, batch_size: int, n_nodes: int, n_slots: int) -> None:
         if self.predictor is not None:
-            from mara_agents.allocators.observed import ObservedTasks
-            from mara_agents.predictors.cache import PredictionCache
-
             self._observed, self._cache = ObservedTasks(), PredictionCache(self.predictor)
             self._observed.reset(batch_size, n_slots)
 
@@ -168,13 +168,11 @@ class MATAgent(Agent):
             tokens = type(tokens)(*(t.to(self.device) for t in tokens))
         mask = torch.as_tensor(action_mask.astype(bool), device=self.device)
         with torch.inference_mode():
-            actions, *_ = self.model.act(tokens, mask, self.deterministic, self.generator)
+            actions = self.model.decide(tokens, mask, self.deterministic, self.generator)
         return actions.cpu().numpy().astype(np.int64, copy=False)
 
     def _predictor_features(self, observation: np.ndarray, n_slots: int) -> np.ndarray:
         """(B, 1, 3K) float32 per-slot predictor features, as SlotPredictions.observed computes them."""
-        from mara_agents.predictors.features import cache_features, observed_features
-
         self._observed.update(observation, n_slots)
         tasks = self._observed.slot_tasks()
         self._cache.update(tasks)

@@ -51,6 +51,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core_env import features
+from mara_agents.functional import linear, norm
 
 #: Predictor feature sets a model can be trained on (None: env features only).
 PREDICTOR_CHOICES = ("fm", "wls", None)
@@ -127,7 +128,8 @@ class Tokens(NamedTuple):
 
 def parse_observation(observation: np.ndarray | torch.Tensor, n_slots: int, config: MATConfig) -> Tokens:
     """Split (B, N, D) observations into :class:`Tokens`; ValueError if D does not fit the layout."""
-    obs = torch.as_tensor(observation, dtype=torch.float32)
+    obs = observation.numpy(force=True) if torch.is_tensor(observation) else observation  # parsed in numpy: cheaper
+    obs = np.asarray(obs, dtype=np.float32)
     if obs.ndim != 3:
         raise ValueError(f"observation must have shape (B, N, D), got {tuple(obs.shape)}")
     B, _, D = obs.shape
@@ -140,11 +142,12 @@ def parse_observation(observation: np.ndarray | torch.Tensor, n_slots: int, conf
     table = obs[:, 0, start : start + n_slots * width].reshape(B, n_slots, width)
     if config.predictor:
         extra = obs[:, 0, start + n_slots * width :].reshape(B, n_slots, PREDICTOR_FEATURES)
-        table = torch.cat([table, extra], dim=2)
-    last = torch.round(obs[..., 2] * n_slots).long() - 1
-    idle = (last < 0).float().unsqueeze(-1)
-    nodes = torch.cat([obs[..., :2], idle, obs[..., features.NODE_FEATURES : start]], dim=2)
-    return Tokens(nodes.contiguous(), table.contiguous(), last)
+        table = np.concatenate([table, extra], axis=2)
+    else:
+        table = table.copy()  # tokens never share memory with the caller's observation
+    last = np.rint(obs[..., 2] * np.float32(n_slots)).astype(np.int64) - 1
+    nodes = np.concatenate([obs[..., :2], (last < 0)[..., None].astype(np.float32), obs[..., features.NODE_FEATURES : start]], axis=2)
+    return Tokens(torch.from_numpy(nodes), torch.from_numpy(table), torch.from_numpy(last))
 
 
 def autoregressive_masks(env_mask: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -167,9 +170,19 @@ def take(scores: torch.Tensor, allowed: torch.Tensor, free: torch.Tensor) -> tor
 
 
 def choose_in_order(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """(B, N) int64: node by node, the highest-scoring allowed action (B, N, K+1) that no earlier node took."""
-    free = torch.ones_like(allowed[:, 0])
-    return torch.stack([take(scores[:, i], allowed[:, i], free) for i in range(scores.shape[1])], dim=1)
+    """(B, N) int64: node by node, the highest-scoring allowed action (B, N, K+1) that no earlier node took.
+
+    Computed in numpy (a few dozen operations on tiny arrays; ties go to the lowest index, as in torch).
+    """
+    s = np.where(allowed.numpy(force=True), scores.numpy(force=True), -np.inf)
+    B, N, K1 = s.shape
+    free, rows = np.ones((B, K1), bool), np.arange(B)
+    actions = np.empty((B, N), np.int64)
+    for i in range(N):
+        a = actions[:, i] = np.where(free, s[:, i], -np.inf).argmax(1)
+        free[rows, a] = False
+        free[:, 0] = True  # idle stays free
+    return torch.from_numpy(actions).to(scores.device)
 
 
 class Attention(nn.Module):
@@ -188,21 +201,28 @@ class Attention(nn.Module):
     def keys_values(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Projected, split keys and values of ``memory`` (B, L, d)."""
         B, L, _ = memory.shape
-        kv = self.kv(memory).view(B, L, 2, self.heads, -1).permute(2, 0, 3, 1, 4)  # (2, B, heads, L, d / heads)
+        kv = linear(self.kv, memory).view(B, L, 2, self.heads, -1).permute(2, 0, 3, 1, 4)  # (2, B, heads, L, d / heads)
         return kv[0], kv[1]
 
     def attend(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """x (B, Lq, d) attends to projected keys/values; mask broadcastable to (B, 1, Lq, Lk), True = attend."""
         B, Lq, d = x.shape
-        y = F.scaled_dot_product_attention(self.split(self.q(x)), keys, values, attn_mask=mask)
-        return self.out(y.transpose(1, 2).reshape(B, Lq, d))
+        y = F.scaled_dot_product_attention(self.split(linear(self.q, x)), keys, values, attn_mask=mask)
+        return linear(self.out, y.transpose(1, 2).reshape(B, Lq, d))
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         return self.attend(x, *self.keys_values(memory), mask)
 
 
-def _mlp(d_in: int, d: int, d_out: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(d_in, d), nn.ReLU(), nn.Linear(d, d_out))
+class MLP(nn.Sequential):
+    """Linear, ReLU, Linear (an nn.Sequential: the state-dict keys are those of one), applied functionally."""
+
+    def __init__(self, d_in: int, d: int, d_out: int) -> None:
+        super().__init__(nn.Linear(d_in, d), nn.ReLU(), nn.Linear(d, d_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        layers = self._modules
+        return linear(layers["2"], torch.relu(linear(layers["0"], x)))
 
 
 class EncoderLayer(nn.Module):
@@ -210,12 +230,12 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.attn = Attention(d, heads)
-        self.mlp = _mlp(d, 2 * d, d)
+        self.mlp = MLP(d, 2 * d, d)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        y = self.ln1(x)
-        x = x + self.attn(y, y, mask)
-        return x + self.mlp(self.ln2(x))
+        y = norm(self.ln1, x)
+        x = x + self.attn.attend(y, *self.attn.keys_values(y), mask)
+        return x + self.mlp.forward(norm(self.ln2, x))
 
 
 class DecoderLayer(nn.Module):
@@ -229,24 +249,24 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.ln1, self.ln2, self.ln3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
         self.self_attn, self.cross_attn = Attention(d, heads), Attention(d, heads)
-        self.mlp = _mlp(d, 2 * d, d)
+        self.mlp = MLP(d, 2 * d, d)
 
     def forward(self, x: torch.Tensor, causal: torch.Tensor, memory: tuple[torch.Tensor, torch.Tensor], memory_mask: torch.Tensor) -> torch.Tensor:
-        y = self.ln1(x)
-        x = x + self.self_attn(y, y, causal)
-        x = x + self.cross_attn.attend(self.ln2(x), *memory, memory_mask)
-        return x + self.mlp(self.ln3(x))
+        y = norm(self.ln1, x)
+        x = x + self.self_attn.attend(y, *self.self_attn.keys_values(y), causal)
+        x = x + self.cross_attn.attend(norm(self.ln2, x), *memory, memory_mask)
+        return x + self.mlp.forward(norm(self.ln3, x))
 
     def step(self, x: torch.Tensor, cache: list[torch.Tensor | None], memory: tuple[torch.Tensor, torch.Tensor], memory_mask: torch.Tensor) -> torch.Tensor:
         """One node x (B, 1, d); ``cache`` = [keys, values] of the earlier nodes (None at first), extended in place."""
-        y = self.ln1(x)
+        y = norm(self.ln1, x)
         k, v = self.self_attn.keys_values(y)
         if cache[0] is not None:
             k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
         cache[0], cache[1] = k, v
         x = x + self.self_attn.attend(y, k, v, None)
-        x = x + self.cross_attn.attend(self.ln2(x), *memory, memory_mask)
-        return x + self.mlp(self.ln3(x))
+        x = x + self.cross_attn.attend(norm(self.ln2, x), *memory, memory_mask)
+        return x + self.mlp.forward(norm(self.ln3, x))
 
 
 class Encoded(NamedTuple):
@@ -257,7 +277,6 @@ class Encoded(NamedTuple):
     memory_mask: torch.Tensor  # (B, 1, 1, K + 1) True = attend (present slots and the null token)
     keys: torch.Tensor  # (B, d, K + 1) pointer keys of [idle, slot 0 .. slot K-1], transposed and scaled by 1/sqrt(d)
     actions: torch.Tensor  # (B, K + 2, d) decoder inputs: [start, idle, slot 0 .. slot K-1]
-    values: torch.Tensor  # (B, N) per-node values (normalized units)
 
 
 class MATModel(nn.Module):
@@ -269,8 +288,8 @@ class MATModel(nn.Module):
         d, heads = config.d_model, config.n_heads
         with torch.random.fork_rng(devices=[]):  # seeded initialization; the global RNG is left as it was
             torch.manual_seed(seed)
-            self.node_in = nn.Sequential(nn.Linear(NODE_INPUTS, d), nn.ReLU(), nn.Linear(d, d))
-            self.slot_in = nn.Sequential(nn.Linear(config.slot_inputs, d), nn.ReLU(), nn.Linear(d, d))
+            self.node_in = MLP(NODE_INPUTS, d, d)
+            self.slot_in = MLP(config.slot_inputs, d, d)
             self.last_slot = nn.Linear(d, d, bias=False)
             self.type_embedding = nn.Parameter(torch.zeros(2, d))  # node, slot
             self.encoder = nn.ModuleList(EncoderLayer(d, heads) for _ in range(config.enc_layers))
@@ -305,28 +324,32 @@ class MATModel(nn.Module):
         nodes, slots, last = tokens
         B, N, _ = nodes.shape
         present = slots[..., features.PRESENT] > 0.5  # (B, K)
-        s = self.slot_in(slots) + self.type_embedding[1]
+        s = self.slot_in.forward(slots) + self.type_embedding[1]
         # Pointer to the slot each node served last step (no weight depends on K).
         served = torch.gather(s, 1, last.clamp(min=0).unsqueeze(-1).expand(B, N, s.shape[2]))
-        n = self.node_in(nodes) + self.type_embedding[0] + self.last_slot(served) * (last >= 0).unsqueeze(-1)
+        n = self.node_in.forward(nodes) + self.type_embedding[0] + linear(self.last_slot, served) * (last >= 0).unsqueeze(-1)
         x = torch.cat([n, s], dim=1)
         mask = torch.cat([torch.ones(B, N, dtype=torch.bool), present], dim=1)[:, None, None, :]  # keys only
         for layer in self.encoder:
-            x = layer(x, mask)
-        x = self.enc_norm(x)
+            x = layer.forward(x, mask)
+        x = norm(self.enc_norm, x)
         node_rep, slot_rep = x[:, :N], x[:, N:]
         slots_and_null = torch.cat([slot_rep, self.null_slot.expand(B, 1, -1)], dim=1)
         memory = [layer.cross_attn.keys_values(slots_and_null) for layer in self.decoder]
         memory_mask = torch.cat([present, torch.ones(B, 1, dtype=torch.bool)], dim=1)[:, None, None, :]
-        actions = torch.cat([self.start.expand(B, 1, -1), self.idle_action.expand(B, 1, -1), self.action_in(slot_rep)], dim=1)
-        values = self.value_head(node_rep).squeeze(-1)
-        keys = torch.cat([self.idle_key.expand(B, 1, -1), self.key(slot_rep)], dim=1).transpose(1, 2) / math.sqrt(x.shape[2])
-        return Encoded(node_rep, memory, memory_mask, keys, actions, values)
+        actions = torch.cat([self.start.expand(B, 1, -1), self.idle_action.expand(B, 1, -1), linear(self.action_in, slot_rep)], dim=1)
+        keys = torch.cat([self.idle_key.expand(B, 1, -1), linear(self.key, slot_rep)], dim=1).transpose(1, 2) / math.sqrt(x.shape[2])
+        return Encoded(node_rep, memory, memory_mask, keys, actions)
+
+    def _values(self, enc: Encoded) -> torch.Tensor:
+        """(B, N) per-node values (normalized units) from the encoded node tokens."""
+        head = self.value_head._modules  # Linear, ReLU, LayerNorm, Linear
+        return linear(head["3"], norm(head["2"], torch.relu(linear(head["0"], enc.nodes)))).squeeze(-1)
 
     # ------------------------------------------------------------------ decoder
     def _logits(self, enc: Encoded, x: torch.Tensor) -> torch.Tensor:
         """(B, L, K + 1) pointer logits (idle first) from decoder outputs x (B, L, d)."""
-        return torch.matmul(self.query(self.dec_norm(x)), enc.keys)
+        return torch.matmul(linear(self.query, norm(self.dec_norm, x)), enc.keys)
 
     def _decode(self, enc: Encoded, inputs: torch.Tensor) -> torch.Tensor:
         """(B, N, K + 1) logits of every node given decoder input indices (B, N) into ``enc.actions``."""
@@ -334,7 +357,7 @@ class MATModel(nn.Module):
         x = enc.nodes[:, :L] + torch.gather(enc.actions, 1, inputs.unsqueeze(-1).expand(B, L, enc.actions.shape[2]))
         causal = torch.ones(L, L, dtype=torch.bool).tril()
         for layer, memory in zip(self.decoder, enc.memory):
-            x = layer(x, causal, memory, enc.memory_mask)
+            x = layer.forward(x, causal, memory, enc.memory_mask)
         return self._logits(enc, x)
 
     @staticmethod
@@ -360,9 +383,22 @@ class MATModel(nn.Module):
             actions (B, N) int64, their log-probs (B, N), the masks applied (B, N, K + 1) bool and the
             per-node values (B, N).
         """
+        enc = self.encode(tokens)
+        allowed, logits, actions = self._decide(enc, tokens.last, env_mask, deterministic, generator, decoding)
+        masks = autoregressive_masks(allowed, actions)
+        logp = torch.log_softmax(logits.masked_fill_(~masks, _MASKED), dim=-1).gather(2, actions.unsqueeze(-1)).squeeze(-1)
+        return actions, logp, masks, self._values(enc)
+
+    def decide(self, tokens: Tokens, env_mask: torch.Tensor, deterministic: bool = False,
+               generator: torch.Generator | None = None, decoding: str = "auto") -> torch.Tensor:
+        """The actions (B, N) of :meth:`act` alone (no log-probs, masks or values): the path of an acting agent."""
+        return self._decide(self.encode(tokens), tokens.last, env_mask, deterministic, generator, decoding)[2]
+
+    def _decide(self, enc: Encoded, last: torch.Tensor, env_mask: torch.Tensor, deterministic: bool,
+                generator: torch.Generator | None, decoding: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The env masks with idle allowed (B, N, K + 1), the logits of the decision (B, N, K + 1) and the actions (B, N)."""
         if decoding not in DECODINGS:
             raise ValueError(f"unknown decoding {decoding!r}; expected one of {list(DECODINGS)}")
-        enc = self.encode(tokens)
         B, N, K1 = env_mask.shape
         allowed = env_mask.clone()
         allowed[..., 0] = True
@@ -371,12 +407,8 @@ class MATModel(nn.Module):
             u = torch.rand(B, N, K1, generator=generator).clamp_(min=1e-20)
             noise = -torch.log(-torch.log(u))
         if decoding == "fixed-point" or (decoding == "auto" and B == 1):
-            logits, actions = self._fixed_point(enc, allowed, noise, (tokens.last + 1).clamp(min=0))
-        else:
-            logits, actions = self._node_by_node(enc, allowed, noise)
-        masks = autoregressive_masks(allowed, actions)
-        logp = torch.log_softmax(logits.masked_fill_(~masks, _MASKED), dim=-1).gather(2, actions.unsqueeze(-1)).squeeze(-1)
-        return actions, logp, masks, enc.values
+            return allowed, *self._fixed_point(enc, allowed, noise, (last + 1).clamp(min=0))
+        return allowed, *self._node_by_node(enc, allowed, noise)
 
     def _node_by_node(self, enc: Encoded, allowed: torch.Tensor, noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, N, K + 1) logits and (B, N) actions, one decoder step per node (cached keys and values)."""
@@ -414,11 +446,11 @@ class MATModel(nn.Module):
         logp_all = torch.log_softmax(logits, dim=-1)
         logp = logp_all.gather(2, actions.unsqueeze(-1)).squeeze(-1)
         entropy = -(logp_all.exp() * logp_all).sum(-1)
-        return logp, entropy, enc.values
+        return logp, entropy, self._values(enc)
 
     def values(self, tokens: Tokens) -> torch.Tensor:
         """(B, N) per-node values (normalized units)."""
-        return self.encode(tokens).values
+        return self._values(self.encode(tokens))
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -195,7 +195,7 @@ def play(model: MATModel, model_config: MATConfig, group: EnvGroup, workloads: l
     with torch.inference_mode():
         while not group.sim.done.all():
             obs, mask = group.observe()
-            actions, *_ = model.act(parse_observation(obs, K, model_config), torch.from_numpy(mask.astype(bool)), deterministic, generator)
+            actions = model.decide(parse_observation(obs, K, model_config), torch.from_numpy(mask.astype(bool)), deterministic, generator)
             group.step(actions.numpy())
     return group.sim.episode_statistics()
 

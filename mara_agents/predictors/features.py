@@ -130,7 +130,7 @@ def observed_features(values: np.ndarray, cap: float) -> np.ndarray:
     """(B, 3K) float32: (B, K, 3) features clipped into the observation space's bounds, flattened per env."""
     high = np.array([cap / features.TIME_SCALE, cap / features.TIME_SCALE, 1.0])
     # float32 rounding is monotonic, so values clipped in float64 stay within the float32 bounds.
-    return np.clip(values, 0.0, high).astype(np.float32).reshape(values.shape[0], -1)
+    return np.minimum(np.maximum(values, 0.0), high).astype(np.float32).reshape(values.shape[0], -1)  # np.clip: slower
 
 
 def predictor_observations(sim: Simulator, predictions: SlotPredictions, history: int | None = None) -> tuple[np.ndarray, np.ndarray]:
