@@ -9,7 +9,7 @@ An env-step is one step of one environment (all N nodes); the batched rows count
 environments. Each rate is the median over five chunks of a measurement (the machine may be busy).
 Also measured: the median time of a PettingZoo ``reset(seed=s)`` (a freshly drawn workload), and each
 agent's decision time: ``act`` per step (B = 1, N = 4, K = 16) over a whole `id` evaluation episode,
-predictions included. Results go to ``benchmarks/results/perf.json``.
+predictions included, with one torch thread. Results go to ``benchmarks/results/perf.json``.
 """
 
 from __future__ import annotations
@@ -202,7 +202,22 @@ def cases(rng: np.random.Generator) -> dict[str, tuple[str, int, Callable[[], St
 
 
 def decision_times(rows: Sequence[str] = QUICK_ROWS) -> dict[str, dict[str, float]]:
-    """Per agent row: median and mean milliseconds of one joint decision (``act``, B = 1) over an episode."""
+    """Per agent row: median and mean milliseconds of one joint decision (``act``, B = 1) over an episode.
+
+    Torch runs with one thread here, as in benchmark cells: intra-op threads on tensors this small only
+    add synchronisation (on the 2-core VM a MARA decision took about 35% longer with two).
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _decision_times(rows)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _decision_times(rows: Sequence[str]) -> dict[str, dict[str, float]]:
     config = EnvConfig()
     out = {}
     for row in tqdm(rows, desc="decisions", unit="agent", leave=False):

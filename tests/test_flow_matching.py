@@ -19,7 +19,9 @@ from mara_agents.predictors.flow_matching import (
     FlowMatchingPredictor,
     FlowModel,
     decode_crossings,
+    history_features,
     load_model,
+    pack_histories,
     reachability_weights,
     save_model,
     summarize_samples,
@@ -164,6 +166,18 @@ def test_predictions_are_a_pure_function_of_the_history():
     alone = predictor.predict(histories[2:3], targets[2:3], budgets[2:3])
     np.testing.assert_array_equal(first.quantiles, again.quantiles)
     np.testing.assert_array_equal(first.quantiles[2:3], alone.quantiles)
+
+
+@pytest.mark.parametrize("solver", ["euler", "midpoint"])
+def test_sampling_constants_computed_once_give_the_same_futures(solver):
+    """The predictor computes the time biases and the projected noise once; sampling from scratch agrees."""
+    predictor = FlowMatchingPredictor(tiny_model(), samples=16, ode_steps=3, solver=solver)
+    histories, _, _ = synthetic_histories(5, seed=7)
+    futures, _ = predictor.sample_futures(histories)
+    steps, summary, _ = history_features(*pack_histories(histories), predictor.model.config)
+    with torch.no_grad():
+        scratch = predictor.model.sample(torch.from_numpy(steps), torch.from_numpy(summary), predictor.noise, 3, solver)
+    np.testing.assert_allclose(futures, scratch.numpy(), rtol=1e-6, atol=1e-6)
 
 
 def test_invalid_sampling_settings_raise():

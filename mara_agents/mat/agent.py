@@ -11,6 +11,12 @@ through the float32 observation, so they agree to float32 precision). Consequent
 every step of an episode in order, and :meth:`reset` must be called before each new batch of episodes
 (the rollout helpers and :class:`~mara_agents.protocols.PettingZooPolicy` do).
 
+Latency: for one environment (B = 1) the model decides by fixed-point decoding (see
+:mod:`mara_agents.mat.model`) and only the tasks served since the last step are predicted again. Run
+torch with one thread (``torch.set_num_threads(1)``): on tensors this small, intra-op threads add only
+synchronisation. ``python -m benchmarks perf`` reports the decision time, split into policy and
+predictor features (:attr:`MATAgent.feature_seconds`).
+
 Example::
 
     agent = MATAgent.load("runs/mara_s0/mat.pt")       # or the run directory
@@ -156,14 +162,14 @@ class MATAgent(Agent):
                     if D == expected + PREDICTOR_FEATURES * K else "")
             raise ValueError(f"observation length D={D} does not fit this MAT checkpoint: it reads env observations with history "
                              f"H={self.config.history}, i.e. D={expected} for K={K} slots{hint}")
+        extra = None
         if self.predictor is not None:
             if self._observed is None:
                 self.reset(B, N, K)
             started = time.perf_counter()
             extra = self._predictor_features(observation, K)
             self.feature_seconds += time.perf_counter() - started
-            observation = np.concatenate([observation, np.broadcast_to(extra, (B, N, PREDICTOR_FEATURES * K))], axis=2)
-        tokens = parse_observation(observation, K, self.config)
+        tokens = parse_observation(observation, K, self.config, extra)
         if self.device.type != "cpu":
             tokens = type(tokens)(*(t.to(self.device) for t in tokens))
         mask = torch.as_tensor(action_mask.astype(bool), device=self.device)
@@ -172,9 +178,9 @@ class MATAgent(Agent):
         return actions.cpu().numpy().astype(np.int64, copy=False)
 
     def _predictor_features(self, observation: np.ndarray, n_slots: int) -> np.ndarray:
-        """(B, 1, 3K) float32 per-slot predictor features, as SlotPredictions.observed computes them."""
+        """(B, 3K) float32 per-slot predictor features, as SlotPredictions.observed computes them."""
         self._observed.update(observation, n_slots)
         tasks = self._observed.slot_tasks()
         self._cache.update(tasks)
         cap = float(self.predictor.horizon)
-        return observed_features(cache_features(self._cache, tasks.active, cap), cap)[:, None, :]
+        return observed_features(cache_features(self._cache, tasks.active, cap), cap)

@@ -126,23 +126,31 @@ class Tokens(NamedTuple):
     last: torch.Tensor  # (B, N) int64 slot served last step, -1 when idle
 
 
-def parse_observation(observation: np.ndarray | torch.Tensor, n_slots: int, config: MATConfig) -> Tokens:
-    """Split (B, N, D) observations into :class:`Tokens`; ValueError if D does not fit the layout."""
+def parse_observation(observation: np.ndarray | torch.Tensor, n_slots: int, config: MATConfig,
+                      predictions: np.ndarray | None = None) -> Tokens:
+    """Split (B, N, D) observations into :class:`Tokens`; ValueError if D does not fit the layout.
+
+    ``predictions``: (B, 3K) predictor features of *plain* env observations, for a model that reads them
+    (the acting agent computes them itself); without it, they follow the env part of each observation.
+    """
     obs = observation.numpy(force=True) if torch.is_tensor(observation) else observation  # parsed in numpy: cheaper
     obs = np.asarray(obs, dtype=np.float32)
     if obs.ndim != 3:
         raise ValueError(f"observation must have shape (B, N, D), got {tuple(obs.shape)}")
     B, _, D = obs.shape
-    expected = config.obs_dim(n_slots)
+    expected = config.obs_dim(n_slots) if predictions is None else config.env_obs_dim(n_slots)
     if D != expected:
-        what = f"{config.predictor!r} predictor features" if config.predictor else "no predictor features"
+        what = f"{config.predictor!r} predictor features" if config.predictor and predictions is None else "no predictor features"
         raise ValueError(f"observation length D={D} does not fit this MAT model's layout: K={n_slots} slots, history "
                          f"H={config.history}, {what} -> D={expected}")
+    if predictions is not None and (not config.predictor or np.shape(predictions) != (B, PREDICTOR_FEATURES * n_slots)):
+        raise ValueError(f"predictions must be (B, 3K) = {(B, PREDICTOR_FEATURES * n_slots)} features for a model that reads them "
+                         f"(this one reads {config.predictor!r}), got {np.shape(predictions)}")
     start, width = features.SLOT_TABLE_START, features.slot_width(config.history)
     table = obs[:, 0, start : start + n_slots * width].reshape(B, n_slots, width)
     if config.predictor:
-        extra = obs[:, 0, start + n_slots * width :].reshape(B, n_slots, PREDICTOR_FEATURES)
-        table = np.concatenate([table, extra], axis=2)
+        extra = obs[:, 0, start + n_slots * width :] if predictions is None else np.asarray(predictions, dtype=np.float32)
+        table = np.concatenate([table, extra.reshape(B, n_slots, PREDICTOR_FEATURES)], axis=2)
     else:
         table = table.copy()  # tokens never share memory with the caller's observation
     last = np.rint(obs[..., 2] * np.float32(n_slots)).astype(np.int64) - 1
@@ -329,14 +337,14 @@ class MATModel(nn.Module):
         served = torch.gather(s, 1, last.clamp(min=0).unsqueeze(-1).expand(B, N, s.shape[2]))
         n = self.node_in.forward(nodes) + self.type_embedding[0] + linear(self.last_slot, served) * (last >= 0).unsqueeze(-1)
         x = torch.cat([n, s], dim=1)
-        mask = torch.cat([torch.ones(B, N, dtype=torch.bool), present], dim=1)[:, None, None, :]  # keys only
+        mask = F.pad(present, (N, 0), value=True)[:, None, None, :]  # keys only: every node, the present slots
         for layer in self.encoder:
             x = layer.forward(x, mask)
         x = norm(self.enc_norm, x)
         node_rep, slot_rep = x[:, :N], x[:, N:]
         slots_and_null = torch.cat([slot_rep, self.null_slot.expand(B, 1, -1)], dim=1)
         memory = [layer.cross_attn.keys_values(slots_and_null) for layer in self.decoder]
-        memory_mask = torch.cat([present, torch.ones(B, 1, dtype=torch.bool)], dim=1)[:, None, None, :]
+        memory_mask = F.pad(present, (0, 1), value=True)[:, None, None, :]
         actions = torch.cat([self.start.expand(B, 1, -1), self.idle_action.expand(B, 1, -1), linear(self.action_in, slot_rep)], dim=1)
         keys = torch.cat([self.idle_key.expand(B, 1, -1), linear(self.key, slot_rep)], dim=1).transpose(1, 2) / math.sqrt(x.shape[2])
         return Encoded(node_rep, memory, memory_mask, keys, actions)
