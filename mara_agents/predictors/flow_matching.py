@@ -67,7 +67,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core_env.curves import LOSS_FLOOR
-from mara_agents.functional import linear
+from mara_agents.functional import gru_state, linear
 from mara_agents.protocols import QUANTILE_LEVELS, DemandSummary, Predictor
 
 #: Node-steps covered by each of the 32 future bins (sum = HORIZON).
@@ -278,10 +278,10 @@ class FlowModel(nn.Module):
 
     def encode(self, steps: torch.Tensor, summary: torch.Tensor) -> torch.Tensor:
         """(M, history_steps, STEP_FEATURES), (M, SUMMARY_FEATURES) -> (M, 2 * velocity_hidden) per-history biases."""
-        _, last = self.gru(steps)
+        last = gru_state(self.gru, steps)
         normalized = (summary - self.summary_mean) / self.summary_std
         first, _, second, _ = self.encoder._modules.values()  # Linear, SiLU, Linear, SiLU
-        context = F.silu(linear(second, F.silu(linear(first, torch.cat([last[0], normalized], dim=1)))))
+        context = F.silu(linear(second, F.silu(linear(first, torch.cat([last, normalized], dim=1)))))
         return linear(self.context_bias, context)
 
     def velocity(self, z: torch.Tensor, bias: torch.Tensor, z_projected: torch.Tensor | None = None) -> torch.Tensor:
@@ -337,10 +337,11 @@ class FlowModel(nn.Module):
         if time_bias is None:
             time_bias = self.time_biases(ode_steps)
         z = noise[None].expand(bias.shape[0], -1, -1)
+        biases = bias + time_bias[:, None, None, :]  # (2 ode_steps, M, 1, 2 hidden): context + time, every time visited
         for i in range(ode_steps):
-            v = self.velocity(z, bias + time_bias[i], noise_projected if i == 0 else None)
+            v = self.velocity(z, biases[i], noise_projected if i == 0 else None)
             if solver == "midpoint":
-                v = self.velocity(torch.add(z, v, alpha=0.5 * dt), bias + time_bias[ode_steps + i])
+                v = self.velocity(torch.add(z, v, alpha=0.5 * dt), biases[ode_steps + i])
             z = torch.add(z, v, alpha=dt)
         return self.from_latent(z)
 
