@@ -85,6 +85,12 @@ def publish(walls: dict[str, float], out: Path, command: str) -> Path:
         from benchmarks.quick import table
         sections.insert(0, f"## quick\n\n`python -m benchmarks quick` ({walls.get('quick', float('nan')):.0f} s)\n\n"
                            f"{table(json.loads(quick.read_text())['summary'], 5)}\n")
+    perf = out / "perf.json"
+    if perf.exists():
+        from benchmarks.perf import summary
+
+        sections.append(f"## perf\n\n`python -m benchmarks perf` ({walls.get('perf', float('nan')):.0f} s)\n\n"
+                        f"{summary(json.loads(perf.read_text()))}\n")
     payload = json.loads((out / "paper" / "paper.json").read_text()) if (out / "paper" / "paper.json").exists() else {}
     machine = payload.get("machine", report.machine())
     intro = INTRO.format(command=command, commit=report.commit(), machine=f"{machine['cpus']} CPUs ({machine['processor']}, {machine['platform']})",

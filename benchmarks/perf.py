@@ -251,6 +251,28 @@ def run(seconds: float, seed: int = 0) -> dict[str, Any]:
             "reset_seeded_ms": 1e3 * measure_reset(), "decision_ms": decision_times()}
 
 
+def summary(result: dict[str, Any]) -> str:
+    """Markdown: the views' env-steps/s, the targets of DESIGN.md §6, and every agent's decision time."""
+    rows = [(c["view"], c["B"], f"{c['env_steps_per_s']:,.0f}") for c in result["cases"].values()]
+    ratio = result["pettingzoo_over_minimal"]
+    batched = result["cases"][f"sim_b{BATCH_SIZES[-1]}"]["env_steps_per_s"]
+    with_obs = result["cases"][f"sim_obs_b{BATCH_SIZES[-1]}"]["env_steps_per_s"]
+    lines = [markdown_table(("view", "B", "env-steps/s"), rows), "",
+             f"PettingZoo / minimal = {ratio:.3f} (target >= {TARGET_RATIO}, goal {GOAL_RATIO}): {'met' if ratio >= TARGET_RATIO else 'MISSED'}  ",
+             f"Gymnasium / minimal = {result['gymnasium_over_minimal']:.3f}  ",
+             f"Simulator.step at B={BATCH_SIZES[-1]}: {batched:,.0f} env-steps/s (target >= {TARGET_BATCHED:,}): "
+             f"{'met' if batched >= TARGET_BATCHED else 'MISSED'}  ",
+             f"Simulator.step + observations at B={BATCH_SIZES[-1]}: {with_obs:,.0f} env-steps/s (>= {TARGET_BATCHED:,}: "
+             f"{'yes' if with_obs >= TARGET_BATCHED else 'no'})  ",
+             f"PettingZoo reset(seed=s), a drawn workload: {result['reset_seeded_ms']:.2f} ms (median)", "",
+             "Decision time: `act` per step, B = 1, N = 4, K = 16, over one `id` episode, predictions included, one torch thread.", "",
+             markdown_table(("agent", "decision ms (median)", "decision ms (mean)", "of which: policy / predictor features (median ms)"),
+                            [(row, f"{t['median_ms']:.2f}", f"{t['mean_ms']:.2f}",
+                              f"{t['policy_median_ms']:.2f} / {t['features_median_ms']:.2f}" if "features_median_ms" in t else "")
+                             for row, t in result["decision_ms"].items()])]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks perf", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.5, help="wall time per measurement (default 2.5)")
@@ -258,21 +280,7 @@ def main(argv: Sequence[str] = ()) -> int:
     start = time.perf_counter()
     result = run(args.seconds)
     wall = time.perf_counter() - start
-    rows = [(c["view"], c["B"], f"{c['env_steps_per_s']:,.0f}") for c in result["cases"].values()]
-    print(markdown_table(("view", "B", "env-steps/s"), rows))
-    ratio = result["pettingzoo_over_minimal"]
-    batched = result["cases"][f"sim_b{BATCH_SIZES[-1]}"]["env_steps_per_s"]
-    print(f"\nPettingZoo / minimal = {ratio:.3f} (target >= {TARGET_RATIO}, goal {GOAL_RATIO}): {'met' if ratio >= TARGET_RATIO else 'MISSED'}")
-    print(f"Gymnasium / minimal = {result['gymnasium_over_minimal']:.3f}")
-    print(f"Simulator.step at B={BATCH_SIZES[-1]}: {batched:,.0f} env-steps/s (target >= {TARGET_BATCHED:,}): {'met' if batched >= TARGET_BATCHED else 'MISSED'}")
-    with_obs = result["cases"][f"sim_obs_b{BATCH_SIZES[-1]}"]["env_steps_per_s"]
-    print(f"Simulator.step + observations at B={BATCH_SIZES[-1]}: {with_obs:,.0f} env-steps/s (>= {TARGET_BATCHED:,}: {'yes' if with_obs >= TARGET_BATCHED else 'no'})")
-    print(f"PettingZoo reset(seed=s), a drawn workload: {result['reset_seeded_ms']:.2f} ms (median)")
-    print()
-    print(markdown_table(("agent", "decision ms (median)", "decision ms (mean)", "of which: policy / predictor features (median ms)"),
-                         [(row, f"{t['median_ms']:.2f}", f"{t['mean_ms']:.2f}",
-                           f"{t['policy_median_ms']:.2f} / {t['features_median_ms']:.2f}" if "features_median_ms" in t else "")
-                          for row, t in result["decision_ms"].items()]))
+    print(summary(result))
     paths = write_results("perf", {"suite": "perf", "wall_s": wall, "seconds_per_case": args.seconds, **result})
     print(f"wall time {wall:.1f} s; wrote {', '.join(str(p) for p in paths)}")
     return 0

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 from pettingzoo.test import parallel_api_test
 
 from benchmarks import quick
@@ -86,12 +87,28 @@ def test_agent_rows_build_every_quick_agent_and_refuse_unknown_ones():
 def test_decision_times_cover_a_whole_episode():
     from benchmarks.perf import decision_times
 
+    threads = torch.get_num_threads()
     times = decision_times(("edf", "lara:oracle", "mara-wls"))
     assert set(times) == {"edf", "lara:oracle", "mara-wls"}
     assert all(t["decisions"] > 400 and 0 < t["median_ms"] <= t["mean_ms"] * 10 for t in times.values())
     # A MAT row's time splits into the policy and the predictor features it rebuilds; heuristics have no split.
     assert times["mara-wls"]["features_median_ms"] > 0 and times["mara-wls"]["policy_median_ms"] > 0
     assert "features_median_ms" not in times["edf"]
+    assert torch.get_num_threads() == threads  # timed with one torch thread, the caller's setting restored
+
+
+def test_perf_summary_renders_the_views_targets_and_decision_times():
+    from benchmarks.perf import summary
+
+    case = {"view": "Simulator.step", "B": 256, "env_steps_per_s": 300_000.0}
+    result = {"cases": {"pettingzoo": case, "sim_b256": case, "sim_obs_b256": {**case, "env_steps_per_s": 200_000.0}},
+              "pettingzoo_over_minimal": 0.3, "gymnasium_over_minimal": 0.4, "reset_seeded_ms": 0.7,
+              "decision_ms": {"edf": {"median_ms": 0.02, "mean_ms": 0.03},
+                              "mara": {"median_ms": 1.9, "mean_ms": 2.0, "policy_median_ms": 0.8, "features_median_ms": 1.1}}}
+    text = summary(result)
+    assert "| Simulator.step | 256 | 300,000 |" in text and "(target >= 0.25, goal 0.5): met" in text
+    assert "| mara | 1.90 | 2.00 | 0.80 / 1.10 |" in text and "| edf | 0.02 | 0.03 |  |" in text
+    assert "200,000 env-steps/s (>= 250,000: no)" in text
 
 
 def test_the_tianshou_row_runs_on_an_evaluation_episode():
