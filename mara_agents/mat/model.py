@@ -169,27 +169,20 @@ def autoregressive_masks(env_mask: torch.Tensor, actions: torch.Tensor) -> torch
     return masks
 
 
-def take(scores: torch.Tensor, allowed: torch.Tensor, free: torch.Tensor) -> torch.Tensor:
-    """(B,) the highest-scoring action (scores (B, K+1)) that is allowed and still free; marks it taken in ``free``."""
-    a = scores.masked_fill(~(allowed & free), -math.inf).argmax(-1)
-    free[torch.arange(free.shape[0]), a] = False
-    free[:, 0] = True  # idle stays free
+def take(scores: np.ndarray, allowed: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """(B,) the highest-scoring action (scores (B, K+1)) that is allowed and still free (ties: the lowest index, as
+    in torch); marks it taken in ``free`` (idle stays free). In numpy: a handful of operations on tiny arrays."""
+    a = np.where(allowed & free, scores, -np.inf).argmax(1)
+    free[np.arange(a.size), a] = False
+    free[:, 0] = True
     return a
 
 
 def choose_in_order(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """(B, N) int64: node by node, the highest-scoring allowed action (B, N, K+1) that no earlier node took.
-
-    Computed in numpy (a few dozen operations on tiny arrays; ties go to the lowest index, as in torch).
-    """
-    s = np.where(allowed.numpy(force=True), scores.numpy(force=True), -np.inf)
-    B, N, K1 = s.shape
-    free, rows = np.ones((B, K1), bool), np.arange(B)
-    actions = np.empty((B, N), np.int64)
-    for i in range(N):
-        a = actions[:, i] = np.where(free, s[:, i], -np.inf).argmax(1)
-        free[rows, a] = False
-        free[:, 0] = True  # idle stays free
+    """(B, N) int64: node by node, the highest-scoring allowed action (B, N, K+1) that no earlier node took."""
+    s, permitted = scores.numpy(force=True), allowed.numpy(force=True)
+    free = np.ones(permitted[:, 0].shape, bool)
+    actions = np.stack([take(s[:, i], permitted[:, i], free) for i in range(s.shape[1])], axis=1)
     return torch.from_numpy(actions).to(scores.device)
 
 
@@ -242,7 +235,7 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         y = norm(self.ln1, x)
-        x = x + self.attn.attend(y, *self.attn.keys_values(y), mask)
+        x = x + self.attn.forward(y, y, mask)
         return x + self.mlp.forward(norm(self.ln2, x))
 
 
@@ -261,7 +254,7 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, causal: torch.Tensor, memory: tuple[torch.Tensor, torch.Tensor], memory_mask: torch.Tensor) -> torch.Tensor:
         y = norm(self.ln1, x)
-        x = x + self.self_attn.attend(y, *self.self_attn.keys_values(y), causal)
+        x = x + self.self_attn.forward(y, y, causal)
         x = x + self.cross_attn.attend(norm(self.ln2, x), *memory, memory_mask)
         return x + self.mlp.forward(norm(self.ln3, x))
 
@@ -422,7 +415,8 @@ class MATModel(nn.Module):
         """(B, N, K + 1) logits and (B, N) actions, one decoder step per node (cached keys and values)."""
         B, N, K1 = allowed.shape
         d = enc.nodes.shape[2]
-        free = torch.ones(B, K1, dtype=torch.bool)  # not chosen by an earlier node (idle stays free)
+        permitted = allowed.numpy(force=True)
+        free = np.ones((B, K1), bool)  # not chosen by an earlier node (idle stays free)
         logits = torch.empty(B, N, K1)
         actions = torch.empty(B, N, dtype=torch.long)
         caches: list[list[torch.Tensor | None]] = [[None, None] for _ in self.decoder]
@@ -432,7 +426,8 @@ class MATModel(nn.Module):
             for layer, cache, memory in zip(self.decoder, caches, enc.memory):
                 x = layer.step(x, cache, memory, enc.memory_mask)
             logits[:, i] = self._logits(enc, x)[:, 0]
-            actions[:, i] = take(logits[:, i] if noise is None else logits[:, i] + noise[:, i], allowed[:, i], free)
+            scores = logits[:, i] if noise is None else logits[:, i] + noise[:, i]
+            actions[:, i] = torch.from_numpy(take(scores.numpy(force=True), permitted[:, i], free))
             previous = (actions[:, i] + 1).view(B, 1, 1).expand(B, 1, d)
         return logits, actions
 
