@@ -1,13 +1,17 @@
 """Benchmarks for core_env and mara_agents, run as ``python -m benchmarks SUITE``.
 
-Every suite writes its results under :data:`RESULTS_DIR` (gitignored) as ``SUITE.json`` (and, for
-per-episode tables, ``SUITE.csv``).
+Every suite writes its results under :data:`RESULTS_DIR` (gitignored) or a directory of the caller's as
+``SUITE.json`` (and, for per-episode tables, ``SUITE.csv``). Files are written to a temporary name and
+renamed into place, so a reader never sees a half-written file and a failed run leaves the old one.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,17 +19,36 @@ from typing import Any
 RESULTS_DIR = Path(__file__).parent / "results"
 
 
-def write_results(name: str, payload: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | None = None) -> list[Path]:
-    """Write ``payload`` to ``RESULTS_DIR/name.json`` and ``rows`` (if given) to ``name.csv``."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    paths = [RESULTS_DIR / f"{name}.json"]
-    paths[0].write_text(json.dumps(payload, indent=1) + "\n")
+def write_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same directory and an atomic rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", newline="") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_results(name: str, payload: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | None = None, out: Path | None = None) -> list[Path]:
+    """Write ``payload`` to ``OUT/name.json`` and ``rows`` (if given) to ``OUT/name.csv`` (OUT defaults to
+    :data:`RESULTS_DIR`), each atomically."""
+    directory = Path(out) if out is not None else RESULTS_DIR
+    text = json.dumps(payload, indent=1) + "\n"  # serialised before anything is written
+    table = None
     if rows:
-        paths.append(RESULTS_DIR / f"{name}.csv")
-        with paths[1].open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        buffer = io.StringIO(newline="")
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+        table = buffer.getvalue()
+    paths = [write_atomic(directory / f"{name}.json", text)]
+    if table is not None:
+        paths.append(write_atomic(directory / f"{name}.csv", table))
     return paths
 
 

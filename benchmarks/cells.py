@@ -74,7 +74,7 @@ class Cell:
             return [load_suite(self.task_set, self.load, self.root, e) for e in range(self.episodes)]
         bank = bank_for(self.task_set, "eval", config.curve_source)
         tag = zlib.crc32(f"{self.task_set}|{self.load}|{config.n_nodes}".encode())
-        return [draw_workload(bank, config.arrival_probability, config.arrival_steps, np.random.default_rng([_DRAWN_SEED, tag, self.root, e]))
+        return [draw_workload(bank, config.arrival_intensity, config.arrival_steps, np.random.default_rng([_DRAWN_SEED, tag, self.root, e]), n_nodes=config.n_nodes)
                 for e in range(self.episodes)]
 
 

@@ -1,7 +1,7 @@
 """perf: env-steps/s of every view of core_env, side by side with the API floor (DESIGN.md §6).
 
-Measured: (1) the PettingZoo view ``discrete_core_v0.parallel_env()``, (2) the Gymnasium view
-``gym.make("core_env/DiscreteCoRE-v0").unwrapped``, (3) the batched ``Simulator.step`` at several B,
+Measured: (1) the PettingZoo view ``discrete_core_v1.parallel_env()``, (2) the Gymnasium view
+``gym.make("core_env/DiscreteCoRE-v1").unwrapped``, (3) the batched ``Simulator.step`` at several B,
 alone and with ``features.observations``, and (4) :class:`MinimalParallelEnv`, a ParallelEnv that only
 builds dicts of our shapes and keys. Actions are masked-random (each node picks uniformly among its
 allowed actions); only the environment's own calls (step and reset) are timed, not the action choice.
@@ -26,9 +26,9 @@ from tqdm import tqdm
 
 from benchmarks import markdown_table, write_results
 from benchmarks.agents import QUICK_ROWS, make_agent
-from core_env import GYM_ID, discrete_core_v0, features
+from core_env import GYM_ID, discrete_core_v1, features
 from core_env.config import EnvConfig
-from core_env.episode import EPISODE_KEYS, NODE_KEYS
+from core_env.episode import EPISODE_KEYS, NODE_KEYS, TEAM_KEYS
 from core_env.parallel import node_name, observation_space
 from core_env.sim import Simulator
 from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, load_suite
@@ -45,7 +45,7 @@ class MinimalParallelEnv(ParallelEnv):
     """The API floor: a ParallelEnv with our spaces, dict shapes and info keys, and no dynamics.
 
     Every step builds fresh observation arrays (zeros, all-ones masks), rewards, terminations,
-    truncations and infos (``EPISODE_KEYS`` + ``NODE_KEYS``), and ends the episode after
+    truncations and infos (``EPISODE_KEYS`` + ``NODE_KEYS`` + ``TEAM_KEYS``), and ends the episode after
     ``episode_steps`` steps.
     """
 
@@ -90,7 +90,7 @@ class MinimalParallelEnv(ParallelEnv):
 
     def _infos(self) -> dict[str, dict[str, float]]:
         stats = dict.fromkeys(EPISODE_KEYS, 0)
-        return {a: {**stats, **dict.fromkeys(NODE_KEYS, 0)} for a in self.possible_agents}
+        return {a: {**stats, **dict.fromkeys(NODE_KEYS, 0), **dict.fromkeys(TEAM_KEYS, 0.0)} for a in self.possible_agents}
 
 
 def masked_random(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -177,7 +177,7 @@ def measure(stepper: Stepper, seconds: float, chunks: int = 5) -> dict[str, floa
 
 def measure_reset(repeats: int = 200) -> float:
     """Median seconds of ``parallel_env().reset(seed=s)`` over ``repeats`` seeds (each draws a workload)."""
-    env = discrete_core_v0.parallel_env()
+    env = discrete_core_v1.parallel_env()
     env.reset(seed=0)  # the first reset fills caches (curve bank, smoothed curves)
     times = []
     for seed in range(1, repeats + 1):
@@ -190,7 +190,7 @@ def measure_reset(repeats: int = 200) -> float:
 def cases(rng: np.random.Generator) -> dict[str, tuple[str, int, Callable[[], Stepper]]]:
     """Measurement name -> (view, B, factory of its stepper)."""
     table: dict[str, tuple[str, int, Callable[[], Stepper]]] = {
-        "pettingzoo": ("PettingZoo parallel_env()", 1, lambda: parallel_stepper(discrete_core_v0.parallel_env(), rng)),
+        "pettingzoo": ("PettingZoo parallel_env()", 1, lambda: parallel_stepper(discrete_core_v1.parallel_env(), rng)),
         "minimal": ("minimal ParallelEnv (API floor)", 1, lambda: parallel_stepper(MinimalParallelEnv(), rng)),
         "gymnasium": ("Gymnasium gym.make(...).unwrapped", 1, lambda: gym_stepper(gym.make(GYM_ID).unwrapped, rng)),
     }

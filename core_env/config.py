@@ -14,9 +14,12 @@ from typing import Any
 
 import numpy as np
 
-#: Arrival probabilities per step of the named loads. ``train`` is the training load; the others
-#: scale it. Calibration (EDF well below the independent-feasibility bound) is in docs/env.md.
-LOADS: dict[str, float] = {"train": 0.30, "x1.25": 0.375, "x1.5": 0.45, "x2": 0.60}
+#: Arrival intensity per node of the named loads: in each step of the arrival window, each node's users
+#: submit a task with this probability, so a step brings Binomial(N, intensity) tasks and the pressure
+#: per node is the same at N = 4 and N = 256. ``train`` is the training load; the others scale it.
+#: Calibration (EDF well below the MILP ceiling at ``train``) is in docs/curves.md.
+TRAIN_INTENSITY = 0.1
+LOADS: dict[str, float] = {"train": TRAIN_INTENSITY, "x1.25": 1.25 * TRAIN_INTENSITY, "x1.5": 1.5 * TRAIN_INTENSITY, "x2": 2 * TRAIN_INTENSITY}
 
 #: Task sets with pre-generated evaluation suites. ``stress`` is a deterministic constructed scenario.
 TASK_SETS: tuple[str, ...] = ("id", "rl_ood", "vit_ood", "stress")
@@ -42,7 +45,8 @@ class EnvConfig:
         n_nodes: N, compute nodes (agents), 1–256.
         n_slots: K, visible task slots, 1–1024.
         arrival_steps: T_arrive, steps during which tasks may arrive; the episode then drains.
-        load: a name in :data:`LOADS` or an arrival probability per step in (0, 1].
+        load: a name in :data:`LOADS` or an arrival intensity per node and step in (0, 1] (the
+            probability that each node's users submit a task in a step).
         task_set: ``"id"``, ``"rl_ood"``, ``"vit_ood"``, ``"stress"`` or a custom
             :class:`core_env.curves.CurveBank`.
         curve_source: where seeded workloads of a named task set get their curves: ``"corpus"``
@@ -51,7 +55,9 @@ class EnvConfig:
         reward: ``"shaped"`` (potential-based, default) or ``"sparse"``.
         kappa: weight of the log-progress potential in the shaped reward.
         history: H, reported log losses per slot in the observation.
-        node_speeds: per-node speed multipliers (length N, each > 0) or None for all 1.0.
+        node_speeds: per-node speed multipliers (length N, each in [1e-3, 1e3]) or None for all 1.0. The
+            range keeps a step's batches (``batches_per_step × speed``) well above the float resolution of a
+            task's position, so progress and interval-mean losses stay exact enough.
         switch_cost: fraction in [0, 1) of a step's batches lost when a task changes node or resumes.
         strict: raise on choices of empty or masked slots instead of treating them as idle.
         max_cycles: hard cap on episode length (truncation); a safety net only.
@@ -81,9 +87,9 @@ class EnvConfig:
         self._check_int("max_cycles", 1, 10**9)
         if isinstance(self.load, str):
             if self.load not in LOADS:
-                raise ValueError(f"unknown load {self.load!r}; expected one of {sorted(LOADS)} or a probability")
+                raise ValueError(f"unknown load {self.load!r}; expected one of {sorted(LOADS)} or an intensity per node in (0, 1]")
         elif not _is_real(self.load) or not 0.0 < float(self.load) <= 1.0:
-            raise ValueError(f"load must be a name in {sorted(LOADS)} or a probability in (0, 1], got {self.load!r}")
+            raise ValueError(f"load must be a name in {sorted(LOADS)} or an intensity per node in (0, 1], got {self.load!r}")
         if isinstance(self.task_set, str):
             if self.task_set not in TASK_SETS:
                 raise ValueError(f"unknown task_set {self.task_set!r}; expected one of {list(TASK_SETS)} or a CurveBank")
@@ -115,6 +121,9 @@ class EnvConfig:
                 raise ValueError(f"node_speeds must have length n_nodes={self.n_nodes}, got {self.node_speeds!r}")
             if not np.all(np.isfinite(speeds)) or np.any(speeds <= 0):
                 raise ValueError(f"node_speeds must be finite and > 0, got {self.node_speeds!r}")
+            slowest, fastest = 1e-3, 1e3  # the documented range (docs/env.md, Arguments)
+            if np.any(speeds < slowest) or np.any(speeds > fastest):
+                raise ValueError(f"node_speeds must each be in [{slowest}, {fastest}], got {self.node_speeds!r}")
             object.__setattr__(self, "node_speeds", tuple(float(s) for s in speeds))
 
     def _check_int(self, name: str, low: int, high: int) -> None:
@@ -126,8 +135,8 @@ class EnvConfig:
         object.__setattr__(self, name, int(value))
 
     @property
-    def arrival_probability(self) -> float:
-        """Bernoulli arrival probability per step."""
+    def arrival_intensity(self) -> float:
+        """Probability per step that each node's users submit a task (Binomial(N, ·) arrivals per step)."""
         return LOADS[self.load] if isinstance(self.load, str) else float(self.load)
 
     @property

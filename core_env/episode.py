@@ -20,6 +20,9 @@ from core_env.workload import Workload, select_workload
 #: Episode statistics reported in every info (running values; final at the last step).
 EPISODE_KEYS = ("arrived", "completed", "failed", "rejected", "completion_rate", "active", "node_utilization",
                 "busy_node_steps", "wasted_node_steps", "switches", "conflicts", "invalid_actions", "t")
+#: Team keys besides the statistics, the same for every node: ``potential``, the shaped reward's Φ(s) of the
+#: state after the step (0 at reset and with ``reward="sparse"``; see :mod:`core_env.reward`).
+TEAM_KEYS = ("potential",)
 #: Per-node keys: what happened to this node's own action this step.
 NODE_KEYS = ("conflict", "invalid_action")
 
@@ -94,6 +97,11 @@ class Episode:
     def statistics(self) -> dict[str, float]:
         """Episode statistics (running) as plain Python numbers."""
         return self.sim.statistics_of(0)
+
+    def potential(self) -> float:
+        """Φ(s) of the current state, as the shaped reward counts it (0.0 with ``reward="sparse"``)."""
+        self.require_started("reading the potential")
+        return float(self.reward.current[0])
 
     def node_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """(N,) conflict and invalid-action flags of the last step (zeros after reset)."""

@@ -3,7 +3,7 @@
 Observation ``{"observation": Box (N, D) float32, "action_mask": Box (N, K+1) int8}``, action
 ``MultiDiscrete([K+1] * N)``, scalar team reward. ``action_masks()`` returns the flat boolean mask of
 length N·(K+1) that sb3-contrib's MaskablePPO expects for MultiDiscrete actions. Registered as
-``core_env/DiscreteCoRE-v0`` on ``import core_env``; ``gym.make("core_env:core_env/DiscreteCoRE-v0")``
+``core_env/DiscreteCoRE-v1`` on ``import core_env``; ``gym.make("core_env:core_env/DiscreteCoRE-v1")``
 works without an explicit import.
 """
 
@@ -72,7 +72,7 @@ class DiscreteCoREEnv(gym.Env):
 
     def _info(self) -> dict[str, Any]:
         conflict, invalid = self.episode.node_flags()
-        return {**self.episode.statistics(), "conflict": conflict, "invalid_action": invalid}
+        return {**self.episode.statistics(), "potential": self.episode.potential(), "conflict": conflict, "invalid_action": invalid}
 
     def action_masks(self) -> np.ndarray:
         """(N·(K+1),) bool: the flat per-node masks (sb3-contrib MultiDiscrete convention)."""

@@ -1,6 +1,6 @@
 """PettingZoo ParallelEnv view of the simulator: agents are the nodes ``node_0 … node_{N-1}``.
 
-See docs/env.md (and :mod:`core_env.discrete_core_v0`) for spaces, rewards and episode end.
+See docs/env.md (and :mod:`core_env.discrete_core_v1`) for spaces, rewards and episode end.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def scalar_action(value: Any, agent: str, n_slots: int) -> int:
 class DiscreteCoREParallelEnv(ParallelEnv):
     """Discrete-node CoRE-Learning as a PettingZoo ParallelEnv (keyword arguments: see :class:`EnvConfig`)."""
 
-    metadata = {"name": "discrete_core_v0", "render_modes": ["ansi", "rgb_array", "human"], "is_parallelizable": True, "render_fps": 4}
+    metadata = {"name": "discrete_core_v1", "render_modes": ["ansi", "rgb_array", "human"], "is_parallelizable": True, "render_fps": 4}
 
     def __init__(self, **kwargs: Any) -> None:
         config = make_config(**kwargs)
@@ -128,6 +128,7 @@ class DiscreteCoREParallelEnv(ParallelEnv):
 
     def _infos(self) -> dict[str, dict[str, float]]:
         stats = self.episode.statistics()
+        stats["potential"] = self.episode.potential()
         conflict, invalid = self.episode.node_flag_lists()
         return {a: {**stats, "conflict": c, "invalid_action": i} for a, c, i in zip(self.possible_agents, conflict, invalid)}
 

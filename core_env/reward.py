@@ -2,10 +2,15 @@
 
 Shaped: r' = r + Φ(s') − Φ(s), Φ(s) = κ Σ_active φ_k with the log-progress
 φ_k = clip(log(l0_k / l_k) / log(l0_k / eps_k), 0, 1), l0_k the task's first reported loss, l_k its
-latest and eps_k its target; φ = 0 before a task's first report and after it leaves. Episodes end with
-no active task (the arrival window is over and every task has completed or failed), so Φ = 0 at both
-ends and the undiscounted shaped return equals the number of completions exactly (up to float
-rounding). A failing task gives its progress back when it leaves; a completing one is refunded by +1.
+latest and eps_k its target; φ = 0 before a task's first report and after it leaves. The shaping terms
+telescope: the undiscounted shaped return of an episode is its completions + Φ(s_T) − Φ(s_0), and
+Φ(s_0) = 0 (no task has reported at reset). A terminated episode ends with no active task (the arrival
+window is over and every task has completed or failed), so Φ(s_T) = 0 and the return equals the number
+of completions exactly (up to float rounding). An episode truncated by ``max_cycles`` may end with tasks
+in progress: its return is completions + Φ(s_T), the potential still held by those tasks (in
+[0, κ·K]). Every info reports the current Φ(s) as ``potential`` (0 with ``sparse``), so the return so far
+always equals ``completed`` + ``potential`` (up to float rounding). A failing task gives its progress
+back when it leaves; a completing one is refunded by +1.
 """
 
 from __future__ import annotations
@@ -44,7 +49,17 @@ class TeamReward:
         return self._kappa * np.add.reduce(log_progress(sim), axis=1)
 
     def reset(self, sim: Simulator) -> None:
-        self._potential = self.potential(sim) if self.mode == "shaped" else None
+        self._potential = self.potential(sim) if self.mode == "shaped" else np.zeros(sim.B)
+
+    @property
+    def current(self) -> np.ndarray:
+        """(B,) Φ of the state after the latest reset or step (zeros with ``"sparse"``: no shaping).
+
+        Read-only: the array is replaced, never written, by the next step.
+        """
+        if self._potential is None:
+            raise RuntimeError("call reset() before reading the potential")
+        return self._potential
 
     def __call__(self, sim: Simulator, outcome: StepOutcome) -> np.ndarray:
         """(B,) float64 team reward of the step that produced ``outcome``."""

@@ -8,13 +8,18 @@ One step (DESIGN.md §2), for every live environment:
 2. A served task trains ``batches_per_step × speed`` batches; with switching cost ``c`` a task served by a
    different node than at its previous service, or resumed after a step without service, loses the
    first ``c`` of them (its first service ever is not a switch). Fractional batches accumulate exactly.
-   The task reports the mean of its curve over the newly trained batches.
+   The task reports the mean of its curve over the newly trained batches (the loss at its position when
+   the batches are too few to move the position in float64).
 3. A task whose reported loss is at most its target completes and frees its slot.
 4. A task still active when ``t + 1`` reaches its deadline fails and frees its slot.
 5. ``t`` advances; tasks arriving at the new ``t`` (only while ``t < T_arrive``) take the lowest free
    slot, or are rejected when every slot is full.
 6. An environment terminates when the arrival window is over and no task is active, and is truncated at
    ``max_cycles``. Finished environments are frozen: later steps leave them unchanged.
+
+A step is all or nothing: every check that can fail (actions, ``strict`` choices, curve lookups) runs
+before the first write, so a step that raises leaves the state (statistics, ``t``, slots, histories,
+features) as it was.
 """
 
 from __future__ import annotations
@@ -59,6 +64,9 @@ class StepOutcome:
 
 
 _NEVER = np.iinfo(np.int64).max
+#: Batch positions from here on are integrated on the plateau by the simulator itself (the bank's int64
+#: batch index of a position overflows at 2**63).
+_FAR_POSITION = 2.0**62
 # 0-d array operands: cheaper in a ufunc call than Python scalars (and the same result types here).
 _ZERO, _ONE = np.array(0), np.array(1)
 _INT64 = np.dtype(np.int64)
@@ -148,6 +156,9 @@ class Simulator:
         self.horizon = self.arrival_steps.astype(np.float64)
         window = max((int(w.window.max()) for w in workloads if len(w)), default=1)
         self.max_history = max(1, window)  # a task is served at most once per step of its window
+        # ... so no task's position passes its window × batches_per_step × the fastest speed
+        reach = max((float((w.window * w.batches_per_step).max()) for w in workloads if len(w)), default=0.0)
+        self._may_go_far = reach * float(self.speeds.max()) >= _FAR_POSITION
 
         self.t = np.zeros(B, np.int64)
         self.done = np.zeros(B, bool)
@@ -305,6 +316,16 @@ class Simulator:
         # A task with reports is switched unless this very node served it last step (then it was served
         # last step, by this node, and is the same task: a new task in the slot has no reports).
         switched = had_report & (self.node_slot.reshape(-1)[chosen] != k)
+        batches = f["batches_per_step"][fi]
+        if not self._unit_speed:
+            batches = batches * self._speed_of_node[chosen]
+        if self.config.switch_cost > 0:
+            batches = np.where(switched, batches * (1.0 - self.config.switch_cost), batches)
+        x0 = f["progress"][fi]
+        x1 = x0 + batches
+        integral, loss = self._interval_means(fi, x0, x1)
+        # Everything that can fail is above (it only reads state): from here on the step writes, so a
+        # step that raises leaves no trace.
         if self.B == 1:
             self._stats[_BUSY, 0] += chosen.size
             self._stats[_SWITCHES, 0] += np.count_nonzero(switched)
@@ -313,15 +334,6 @@ class Simulator:
             self._stats[_BUSY] += np.bincount(eb, minlength=self.B)
             if np.count_nonzero(switched):
                 self._stats[_SWITCHES] += np.bincount(eb[switched], minlength=self.B)
-        batches = f["batches_per_step"][fi]
-        if not self._unit_speed:
-            batches = batches * self._speed_of_node[chosen]
-        if self.config.switch_cost > 0:
-            batches = np.where(switched, batches * (1.0 - self.config.switch_cost), batches)
-        x0 = f["progress"][fi]
-        x1 = x0 + batches
-        integral = self.bank.integral_at(f["_cum_start"][fi], f["_length"][fi], x1)
-        loss = (integral - f["_integral"][fi]) / (x1 - x0)  # the mean of the curve over [x0, x1)
         f["progress"][fi] = x1
         f["_integral"][fi] = integral
         self._flat_history[self._history_row[fi] + steps] = loss
@@ -343,6 +355,33 @@ class Simulator:
         completed = np.bincount(self._env_of_node[chosen[done]], minlength=self.B).astype(np.int64, copy=False)
         self._stats[_COMPLETED] += completed
         return completed
+
+    def _interval_means(self, fi: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The curve integrals at ``x1`` and the mean losses over ``[x0, x1)`` of the slots at flat indices
+        ``fi`` (reads state only).
+
+        Two guards, for positions the plain formula cannot take: past :data:`_FAR_POSITION` batches (far
+        past every curve's end, where the bank's int64 batch index would overflow) the integral is
+        continued on the plateau here; and a step too small to move the position (``x1 == x0`` in
+        float64, e.g. a switch that keeps 1e-16 of the batches) reports the loss at ``x0``, the limit of
+        the interval mean, instead of 0/0.
+        """
+        f = self._f
+        start, length = f["_cum_start"][fi], f["_length"][fi]
+        if self._may_go_far and np.count_nonzero(x1 >= _FAR_POSITION):
+            end = np.minimum(x1, length)  # float64: the curve's end, or x1 before it
+            integral = self.bank.integral_at(start, length, end) + (x1 - end) * self.bank.slope[start + length]
+        else:
+            integral = self.bank.integral_at(start, length, x1)
+        width = x1 - x0  # >= 0: batches are > 0, but may vanish next to a large x0
+        if np.count_nonzero(width) == width.size:
+            return integral, (integral - f["_integral"][fi]) / width  # the mean of the curve over [x0, x1)
+        stuck = width == 0.0
+        width[stuck] = 1.0
+        loss = (integral - f["_integral"][fi]) / width
+        at = start[stuck] + np.minimum(x0[stuck], length[stuck]).astype(np.int64)  # the batch x0 lies in
+        loss[stuck] = self.bank.slope[at]
+        return integral, loss
 
     def _free(self, fi: np.ndarray) -> None:
         """Empty the slots at flat indices ``fi``."""

@@ -35,12 +35,16 @@ import numpy as np
 from core_env.config import LOADS, EnvConfig
 from core_env.curves import NON_LEARNER, CurveBank, bank_for
 from core_env.npz import write_npz
+from core_env.recipe import DEFAULT_RECIPE, FamilyReference, TaskRecipe, draw_tasks
 
 SUITE_DIR = Path(__file__).parent / "data" / "suites"
 SUITE_MANIFEST = SUITE_DIR / "manifest.json"
-SUITE_ROOTS = 5
+#: The MILP offline optimum of every committed episode (written by ``python -m benchmarks ceilings``).
+CEILINGS_PATH = SUITE_DIR / "ceilings.json"
+SUITE_ROOTS = 10
 SUITE_EPISODES = 4
-SUITE_SEED = 20261129
+SUITE_NODES = 4
+SUITE_SEED = 20261201
 SUITE_TASK_SETS = ("id", "rl_ood", "vit_ood")
 _TASK_FIELDS = ("arrival", "deadline", "target", "batches_per_step", "curve", "demand")
 
@@ -116,40 +120,27 @@ class Workload:
         return float(self.independently_feasible.mean()) if len(self) else 0.0
 
 
-@dataclasses.dataclass(frozen=True)
-class TaskRecipe:
-    """How targets, batches per step and deadlines are drawn for each task (see module docstring)."""
-
-    target_fraction: tuple[float, float] = (0.25, 0.9)
-    demand_steps: tuple[float, float] = (6.0, 40.0)
-    slack: tuple[float, float] = (1.0, 3.0)
-    tight_share: float = 0.15
-    tight_slack: tuple[float, float] = (0.5, 1.0)
-    non_learner_target: tuple[float, float] = (0.3, 0.7)
+@functools.lru_cache(maxsize=8)
+def _reference_of(bank: CurveBank, recipe: TaskRecipe) -> FamilyReference:
+    return FamilyReference(bank, recipe)
 
 
-DEFAULT_RECIPE = TaskRecipe()
+def draw_arrivals(intensity: float, n_nodes: int, arrival_steps: int, rng: np.random.Generator) -> np.ndarray:
+    """Sorted arrival steps: in each step, each of the ``n_nodes`` nodes' users submits a task with
+    probability ``intensity`` (so Binomial(N, intensity) tasks per step; the same pressure at any N)."""
+    counts = np.count_nonzero(rng.random((arrival_steps, n_nodes)) < intensity, axis=1)
+    return np.repeat(np.arange(arrival_steps, dtype=np.int64), counts)
 
 
-def draw_workload(bank: CurveBank, p: float, arrival_steps: int, rng: np.random.Generator, recipe: TaskRecipe = DEFAULT_RECIPE) -> Workload:
-    """Bernoulli(p) arrivals over ``arrival_steps`` steps, each task drawn by ``recipe`` from ``bank``."""
-    arrival = np.flatnonzero(rng.random(arrival_steps) < p).astype(np.int64)
-    m = arrival.size
-    curve = rng.integers(0, len(bank), size=m)
-    q = rng.uniform(*recipe.target_fraction, size=m)
-    nominal = np.exp(rng.uniform(*np.log(recipe.demand_steps), size=m))
-    tight = rng.random(m) < recipe.tight_share
-    slack = np.where(tight, rng.uniform(*recipe.tight_slack, size=m), rng.uniform(*recipe.slack, size=m))
-    drop = rng.uniform(*recipe.non_learner_target, size=m)
-    length = bank.lengths[curve]
-    at = np.minimum(length - 1, np.maximum(1, (q * length).astype(np.int64)))  # the target's position
-    target = bank.smoothed_at(curve, at)
-    target = np.where(bank.flags[curve] & NON_LEARNER, target * drop, target)
-    bps = np.maximum(at / nominal, 1e-3)
-    demand = bank.demands(curve, target, bps)
-    basis = np.where(np.isfinite(demand), demand, nominal)
-    deadline = arrival + np.maximum(1, np.ceil(slack * basis)).astype(np.int64)
-    return Workload(bank, arrival, deadline, target, bps, curve, demand, arrival_steps)
+def draw_workload(bank: CurveBank, intensity: float, arrival_steps: int, rng: np.random.Generator,
+                  recipe: TaskRecipe = DEFAULT_RECIPE, n_nodes: int = 4, reference: CurveBank | None = None) -> Workload:
+    """A workload of ``arrival_steps`` steps: :func:`draw_arrivals` at ``intensity`` per node, each task
+    drawn from ``bank`` by ``recipe`` (:mod:`core_env.recipe`) against the families of ``reference``
+    (the runs the submitters know; default: ``bank`` itself)."""
+    arrival = draw_arrivals(intensity, n_nodes, arrival_steps, rng)
+    tasks = draw_tasks(bank, _reference_of(reference if reference is not None else bank, recipe), arrival.size, rng)
+    return Workload(bank, arrival, arrival + tasks["window"], tasks["target"], tasks["batches_per_step"],
+                    tasks["curve"], tasks["demand"], arrival_steps)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -214,17 +205,20 @@ def suite_path(task_set: str, load: str) -> Path:
     return SUITE_DIR / f"{task_set}__{load}.npz"
 
 
-def generate_suite(task_set: str, load: str, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, arrival_steps: int = 500) -> dict[str, np.ndarray]:
-    """The arrays of one evaluation suite (``roots`` × ``episodes`` workloads on eval curves)."""
-    bank = bank_for(task_set, "eval")
+def generate_suite(task_set: str, load: str, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, arrival_steps: int = 500,
+                   recipe: TaskRecipe = DEFAULT_RECIPE) -> dict[str, np.ndarray]:
+    """The arrays of one evaluation suite: ``roots`` × ``episodes`` workloads for :data:`SUITE_NODES` nodes
+    on the task set's eval curves, targets and deadlines set from its train curves (the reference runs)."""
+    bank, reference = bank_for(task_set, "eval"), bank_for(task_set, "train")
     workloads = [
-        draw_workload(bank, LOADS[load], arrival_steps, _suite_rng(task_set, load, r, e))
+        draw_workload(bank, LOADS[load], arrival_steps, _suite_rng(task_set, load, r, e), recipe, SUITE_NODES, reference)
         for r in range(roots) for e in range(episodes)
     ]
     arrays = {name: np.concatenate([getattr(w, name) for w in workloads]) for name in _TASK_FIELDS}
     arrays["episode_offsets"] = np.concatenate([[0], np.cumsum([len(w) for w in workloads])]).astype(np.int64)
-    meta = {"format": 1, "task_set": task_set, "load": load, "roots": roots, "episodes": episodes,
-            "arrival_steps": arrival_steps, "seed": SUITE_SEED, "bank": bank.fingerprint}
+    meta = {"format": 2, "env": "discrete_core_v1", "task_set": task_set, "load": load, "intensity": LOADS[load],
+            "n_nodes": SUITE_NODES, "roots": roots, "episodes": episodes, "arrival_steps": arrival_steps,
+            "seed": SUITE_SEED, "bank": bank.fingerprint, "reference": reference.fingerprint, "recipe": recipe.as_dict()}
     arrays["meta"] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
     return arrays
 
@@ -263,12 +257,50 @@ def _read_suite(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     return arrays, meta
 
 
-def load_suite(task_set: str, load: str, root: int, episode: int) -> Workload:
-    """One pre-generated evaluation workload, verified against the manifest checksum and curve bank."""
+def _check_suite_name(task_set: str, load: str) -> None:
     if task_set not in SUITE_TASK_SETS:
         raise ValueError(f"no evaluation suite for task set {task_set!r}; suites exist for {list(SUITE_TASK_SETS)}")
     if load not in LOADS:
         raise ValueError(f"no evaluation suite for load {load!r}; suites exist for {sorted(LOADS)}")
+
+
+def suite_meta(task_set: str, load: str) -> dict[str, Any]:
+    """The metadata of a committed suite file (roots, episodes, n_nodes, recipe, seeds, banks)."""
+    _check_suite_name(task_set, load)
+    return dict(_read_suite(suite_path(task_set, load))[1])
+
+
+def suite_sha256(task_set: str, load: str) -> str:
+    """The manifest's sha256 of a committed suite file (verified when the suite is read)."""
+    suite_meta(task_set, load)
+    return json.loads(SUITE_MANIFEST.read_text())[suite_path(task_set, load).name]
+
+
+def suite_ceilings(task_set: str, load: str) -> dict[tuple[int, int], dict[str, Any]]:
+    """The stored MILP ceilings of a suite, ``{(root, episode): {"completed", "bound", "arrived", "gap", ...}}``.
+
+    Raises ValueError when ``ceilings.json`` is missing, holds no entry for the suite, was solved for
+    another version of the suite file (checksum), or lacks an episode.
+    """
+    meta, sha = suite_meta(task_set, load), suite_sha256(task_set, load)
+    name = suite_path(task_set, load).name
+    if not CEILINGS_PATH.exists():
+        raise ValueError(f"no stored MILP ceilings ({CEILINGS_PATH} is missing); run `python -m benchmarks ceilings`")
+    entry = json.loads(CEILINGS_PATH.read_text()).get(name)
+    if entry is None or entry.get("sha256") != sha:
+        raise ValueError(f"the stored MILP ceilings of {name} are missing or were solved for another version of the file; run `python -m benchmarks ceilings`")
+    out = {}
+    for r in range(meta["roots"]):
+        for e in range(meta["episodes"]):
+            if f"{r}/{e}" not in entry["episodes"]:
+                raise ValueError(f"the stored MILP ceilings of {name} lack root {r} episode {e}; run `python -m benchmarks ceilings`")
+            out[(r, e)] = entry["episodes"][f"{r}/{e}"]
+    return out
+
+
+def load_suite(task_set: str, load: str, root: int, episode: int) -> Workload:
+    """One pre-generated evaluation workload, verified against the manifest checksum and curve bank."""
+    _check_suite_name(task_set, load)
     arrays, meta = _read_suite(suite_path(task_set, load))
     if not (0 <= root < meta["roots"]) or not (0 <= episode < meta["episodes"]):
         raise ValueError(f"suite {task_set}/{load} has roots 0..{meta['roots'] - 1} and episodes 0..{meta['episodes'] - 1}, got root={root}, episode={episode}")
@@ -317,4 +349,4 @@ def select_workload(config: EnvConfig, rng: np.random.Generator, options: dict[s
     if config.task_set == "stress":
         return stress_workload(config.n_nodes)
     bank = config.task_set if isinstance(config.task_set, CurveBank) else bank_for(config.task_set, "train", config.curve_source)
-    return draw_workload(bank, config.arrival_probability, config.arrival_steps, rng)
+    return draw_workload(bank, config.arrival_intensity, config.arrival_steps, rng, n_nodes=config.n_nodes)

@@ -1,4 +1,4 @@
-"""PettingZoo parallel wrappers that adapt ``discrete_core_v0.parallel_env()`` to RL libraries.
+"""PettingZoo parallel wrappers that adapt ``discrete_core_v1.parallel_env()`` to RL libraries.
 
 Each wrapper subclasses :class:`pettingzoo.utils.wrappers.BaseParallelWrapper`, returns fresh arrays,
 returns the same space object for an agent on every call, and forwards assignments to ``max_cycles``

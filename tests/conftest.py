@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from core_env import discrete_core_v0
+from core_env import discrete_core_v1
 from core_env.curves import CurveBank
 from core_env.gym_env import DiscreteCoREEnv
 from core_env.workload import Workload
@@ -42,7 +42,7 @@ def parallel_on(workload: Workload, **config):
     """A PettingZoo parallel env reset onto ``workload``; returns (env, observations, infos)."""
     config.setdefault("n_nodes", 2)
     config.setdefault("n_slots", 2)
-    env = discrete_core_v0.parallel_env(**config)
+    env = discrete_core_v1.parallel_env(**config)
     obs, infos = env.reset(seed=0, options={"workload": workload})
     return env, obs, infos
 
@@ -117,7 +117,7 @@ def trajectory_digest(trajectory) -> str:
 
 def parallel_trajectory_digest(seed: int, policy_seed: int = 0, **config) -> str:
     """Digest of one PettingZoo episode (used in-process and from a subprocess)."""
-    return trajectory_digest(run_parallel(discrete_core_v0.parallel_env(**config), seed=seed, policy_seed=policy_seed))
+    return trajectory_digest(run_parallel(discrete_core_v1.parallel_env(**config), seed=seed, policy_seed=policy_seed))
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from conftest import masked_random_actions
 from test_heuristics import hand_workload
 
 from benchmarks.rollout import run_agent, run_parallel_episode
-from core_env import discrete_core_v0, features
+from core_env import discrete_core_v1, features
 from core_env.config import EnvConfig
 from core_env.sim import Simulator
 from core_env.workload import select_workload
@@ -168,7 +168,7 @@ def test_allocator_in_pettingzoo_matches_the_batched_runner():
     workload = train_workloads(1, seed=7)[0]
     agent = ALLOCATORS["lara"]()
     batched = run_agent(agent, [workload], CONFIG)
-    single = run_parallel_episode(discrete_core_v0.parallel_env(), agent, seed=0, options={"workload": workload})
+    single = run_parallel_episode(discrete_core_v1.parallel_env(), agent, seed=0, options={"workload": workload})
     assert single["completed"] == batched["completed"][0] and single["completion_rate"] == pytest.approx(batched["completion_rate"][0])
 
 

@@ -16,7 +16,7 @@ from pettingzoo.test import api_test, max_cycles_test, parallel_api_test, parall
 
 import core_env
 from core_env import features
-from core_env import discrete_core_v0
+from core_env import discrete_core_v1
 from core_env.gym_env import DiscreteCoREEnv
 from core_env.parallel import DiscreteCoREParallelEnv
 
@@ -31,28 +31,28 @@ pytestmark = [
 
 
 def test_parallel_api_test_passes():
-    parallel_api_test(discrete_core_v0.parallel_env(**SMALL), num_cycles=300)
+    parallel_api_test(discrete_core_v1.parallel_env(**SMALL), num_cycles=300)
 
 
 def test_parallel_seed_test_passes():
-    parallel_seed_test(lambda: discrete_core_v0.parallel_env(**SMALL), num_cycles=50)
+    parallel_seed_test(lambda: discrete_core_v1.parallel_env(**SMALL), num_cycles=50)
 
 
 def test_aec_api_test_passes():
-    api_test(discrete_core_v0.env(**SMALL), num_cycles=200)
+    api_test(discrete_core_v1.env(**SMALL), num_cycles=200)
 
 
 def test_max_cycles_test_passes():
-    max_cycles_test(discrete_core_v0)
+    max_cycles_test(discrete_core_v1)
 
 
 def test_render_test_passes_for_every_render_mode(capsys):
-    render_test(lambda render_mode=None: discrete_core_v0.env(render_mode=render_mode, **SMALL))
+    render_test(lambda render_mode=None: discrete_core_v1.env(render_mode=render_mode, **SMALL))
     assert "slot" in capsys.readouterr().out  # human mode printed the ansi table
 
 
 def test_state_test_passes():
-    state_test(discrete_core_v0.env(**SMALL), discrete_core_v0.parallel_env(**SMALL))
+    state_test(discrete_core_v1.env(**SMALL), discrete_core_v1.parallel_env(**SMALL))
 
 
 @pytest.mark.skipif(not hasattr(pettingzoo, "register"), reason="PettingZoo < 1.27 has no registry")
@@ -66,7 +66,7 @@ def test_pettingzoo_registry_makes_the_parallel_and_aec_env():
 
 
 def test_spaces_match_the_documented_layout():
-    env = discrete_core_v0.parallel_env(n_nodes=3, n_slots=5, history=4)
+    env = discrete_core_v1.parallel_env(n_nodes=3, n_slots=5, history=4)
     obs, _ = env.reset(seed=0)
     space = env.observation_space("node_2")
     assert space is env.observation_space("node_0")  # identical (and cached) for every node
@@ -76,7 +76,7 @@ def test_spaces_match_the_documented_layout():
     assert obs["node_0"]["action_mask"].dtype == np.int8
     assert env.state().shape == env.state_space.shape == (3 + 5 * 12,)
     # the observation length does not depend on the number of nodes
-    assert discrete_core_v0.parallel_env(n_nodes=7, n_slots=5, history=4).observation_space("node_0") == space
+    assert discrete_core_v1.parallel_env(n_nodes=7, n_slots=5, history=4).observation_space("node_0") == space
 
 
 def test_gym_check_env_passes():
@@ -90,7 +90,7 @@ def test_gym_make_with_module_prefix_works_in_a_fresh_process():
     code = (
         "import sys, gymnasium as gym\n"
         "assert 'core_env' not in sys.modules\n"
-        "env = gym.make('core_env:core_env/DiscreteCoRE-v0', n_nodes=2, n_slots=3)\n"
+        "env = gym.make('core_env:core_env/DiscreteCoRE-v1', n_nodes=2, n_slots=3)\n"
         "obs, info = env.reset(seed=0)\n"
         "print(type(env.unwrapped).__name__, obs['observation'].shape, env.action_space)\n"
     )
@@ -147,7 +147,7 @@ def test_module_docstring_is_the_documentation_page():
     """PettingZoo convention: the env module's docstring is its documentation page (docs/env.md)."""
     from pathlib import Path
 
-    from core_env import discrete_core_v0
+    from core_env import discrete_core_v1
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "env.md").read_text()
-    assert discrete_core_v0.__doc__.strip() == page.strip()
+    assert discrete_core_v1.__doc__.strip() == page.strip()

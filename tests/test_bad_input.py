@@ -10,7 +10,7 @@ import pytest
 from conftest import FLAT, LINEAR, tiny_bank, tiny_workload, trajectory_digest
 
 import core_env
-from core_env import discrete_core_v0, workload
+from core_env import discrete_core_v1, workload
 from core_env.gym_env import DiscreteCoREEnv
 from core_env.workload import Workload
 
@@ -19,7 +19,7 @@ VALID = {"node_0": 1, "node_1": 1, "node_2": 0}
 
 
 def fresh_parallel(**overrides):
-    env = discrete_core_v0.parallel_env(**CONFIG, **overrides)
+    env = discrete_core_v1.parallel_env(**CONFIG, **overrides)
     env.reset(seed=3)
     return env
 
@@ -65,7 +65,7 @@ def test_numpy_integer_actions_are_accepted_like_python_ints():
 
 
 def test_strict_mode_rejects_a_masked_slot_and_leaves_the_env_usable():
-    env = discrete_core_v0.parallel_env(**CONFIG, strict=True)
+    env = discrete_core_v1.parallel_env(**CONFIG, strict=True)
     obs, _ = env.reset(seed=3)
     empty = int(np.flatnonzero(obs["node_0"]["action_mask"] == 0)[0])
     with pytest.raises(ValueError, match=f"node_2: node 2 .*chose slot {empty - 1}, which holds no active task"):
@@ -75,7 +75,7 @@ def test_strict_mode_rejects_a_masked_slot_and_leaves_the_env_usable():
 
 def test_stepping_before_reset_raises():
     with pytest.raises(RuntimeError, match="reset"):
-        discrete_core_v0.parallel_env(**CONFIG).step(VALID)
+        discrete_core_v1.parallel_env(**CONFIG).step(VALID)
     with pytest.raises(RuntimeError, match="reset"):
         DiscreteCoREEnv(**CONFIG).step(np.zeros(3, np.int64))
 
@@ -90,7 +90,7 @@ def test_gym_accessors_before_reset_raise_a_clear_error(call):
                          ids=["state", "reported_history", "slot_task"])
 def test_parallel_accessors_before_reset_raise_a_clear_error(call):
     with pytest.raises(RuntimeError, match="reset"):
-        call(discrete_core_v0.parallel_env(**CONFIG))
+        call(discrete_core_v1.parallel_env(**CONFIG))
 
 
 @pytest.mark.parametrize("slot", [-1, 4, 1.0, "0"])
@@ -134,8 +134,8 @@ BAD_CONFIGS = [
     ({"n_nodes": 0}, ValueError, r"n_nodes must be in \[1, 256\], got 0"),
     ({"n_nodes": 2.0}, TypeError, r"n_nodes must be an int"),
     ({"n_slots": 2000}, ValueError, r"n_slots must be in \[1, 1024\], got 2000"),
-    ({"load": 1.5}, ValueError, r"load must be a name in .* or a probability in \(0, 1\], got 1.5"),
-    ({"load": 0.0}, ValueError, r"probability in \(0, 1\]"),
+    ({"load": 1.5}, ValueError, r"load must be a name in .* or an intensity per node in \(0, 1\], got 1.5"),
+    ({"load": 0.0}, ValueError, r"intensity per node in \(0, 1\]"),
     ({"load": "heavy"}, ValueError, r"unknown load 'heavy'"),
     ({"load": True}, ValueError, r"load must be"),
     ({"task_set": "nope"}, ValueError, r"unknown task_set 'nope'"),
@@ -159,7 +159,7 @@ BAD_CONFIGS = [
 
 
 @pytest.mark.filterwarnings("ignore:.*not in the possible render_modes")  # gym.make's own warning
-@pytest.mark.parametrize("make", [discrete_core_v0.parallel_env, DiscreteCoREEnv, discrete_core_v0.env,
+@pytest.mark.parametrize("make", [discrete_core_v1.parallel_env, DiscreteCoREEnv, discrete_core_v1.env,
                                   lambda **kw: gym.make(core_env.GYM_ID, **kw)],
                          ids=["parallel", "gym", "aec", "gym.make"])
 @pytest.mark.parametrize("kwargs, exc, match", BAD_CONFIGS, ids=[str(c[0]) for c in BAD_CONFIGS])
@@ -180,10 +180,10 @@ def test_assigning_an_invalid_max_cycles_raises_and_keeps_the_old_value(value, e
 
 
 def test_unknown_reset_options_warn_instead_of_failing():
-    env = discrete_core_v0.parallel_env(**CONFIG)
+    env = discrete_core_v1.parallel_env(**CONFIG)
     with pytest.warns(UserWarning, match=r"ignoring unknown reset option\(s\) \['options'\]"):
         env.reset(seed=0, options={"options": 1})
-    reference = discrete_core_v0.parallel_env(**CONFIG)
+    reference = discrete_core_v1.parallel_env(**CONFIG)
     reference.reset(seed=0)
     assert trajectory_digest(env.step(VALID)) == trajectory_digest(reference.step(VALID))
     with pytest.warns(UserWarning, match="colour"):
@@ -191,7 +191,7 @@ def test_unknown_reset_options_warn_instead_of_failing():
 
 
 @pytest.mark.parametrize("options, exc, match", [
-    ({"suite": "eval", "root": 5}, ValueError, r"roots 0..4 .*got root=5"),
+    ({"suite": "eval", "root": 10}, ValueError, r"roots 0..9 .*got root=10"),
     ({"suite": "eval", "root": -1}, ValueError, r"got root=-1"),
     ({"suite": "eval", "episode": 99}, ValueError, r"episode=99"),
     ({"suite": "eval", "root": "1"}, TypeError, r"options\['root'\] must be an int"),
@@ -204,12 +204,12 @@ def test_unknown_reset_options_warn_instead_of_failing():
     ({"workload": "w"}, TypeError, r"options\['workload'\] must be a Workload"),
 ])
 def test_bad_suite_options_raise_and_a_later_reset_works(options, exc, match):
-    env = discrete_core_v0.parallel_env(**CONFIG)
+    env = discrete_core_v1.parallel_env(**CONFIG)
     with pytest.raises(exc, match=match):
         env.reset(seed=1, options=options)
     assert env.agents == []
     good = {"suite": "eval", "root": 4, "episode": 3}
-    reference = discrete_core_v0.parallel_env(**CONFIG)
+    reference = discrete_core_v1.parallel_env(**CONFIG)
     assert trajectory_digest(env.reset(options=good)) == trajectory_digest(reference.reset(options=good))
 
 
@@ -231,7 +231,7 @@ def test_corrupted_suite_file_fails_with_a_checksum_mismatch(suite_copy):
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="checksum mismatch for evaluation suite file id__train.npz"):
         workload.load_suite("id", "train", 0, 0)
-    env = discrete_core_v0.parallel_env(**CONFIG)
+    env = discrete_core_v1.parallel_env(**CONFIG)
     with pytest.raises(ValueError, match="checksum mismatch"):
         env.reset(options={"suite": "eval", "task_set": "id", "load": "train"})
     env.reset(options={"suite": "eval", "task_set": "id", "load": "x2"})  # intact files still load

@@ -12,7 +12,7 @@ from pettingzoo.test import parallel_api_test
 
 from benchmarks import quick
 from benchmarks.perf import MinimalParallelEnv, masked_random
-from core_env import discrete_core_v0
+from core_env import discrete_core_v1
 
 
 @pytest.fixture(scope="module")
@@ -22,13 +22,15 @@ def reduced():
 
 def test_quick_summarizes_every_agent_and_the_bound(reduced):
     summary = reduced["summary"]
-    assert list(summary) == ["edf", "clairvoyant", quick.BOUND]
+    assert list(summary) == ["edf", "clairvoyant", quick.MILP, quick.BOUND]
     for cells in summary.values():
         assert set(cells) == {"id/train", "stress"}
         assert all(0.0 <= cell["mean"] <= 100.0 and cell["sd"] >= 0.0 for cell in cells.values())
     assert summary["clairvoyant"]["stress"]["mean"] == pytest.approx(65.0)
     assert summary["edf"]["stress"]["mean"] == 0.0
     assert summary["edf"]["id/train"]["mean"] > 0.0
+    assert summary[quick.MILP]["stress"]["mean"] == pytest.approx(65.0)  # clairvoyant reaches the ceiling on stress
+    assert summary["clairvoyant"]["id/train"]["mean"] <= summary[quick.MILP]["id/train"]["mean"] <= summary[quick.BOUND]["id/train"]["mean"]
 
 
 def test_quick_episodes_never_beat_the_feasibility_bound(reduced):
@@ -56,7 +58,7 @@ def test_minimal_env_passes_the_pettingzoo_api_test():
 
 
 def test_minimal_env_builds_the_same_shapes_and_keys_as_ours():
-    ours, minimal = discrete_core_v0.parallel_env(), MinimalParallelEnv()
+    ours, minimal = discrete_core_v1.parallel_env(), MinimalParallelEnv()
     (obs_a, info_a), (obs_b, info_b) = ours.reset(seed=0), minimal.reset(seed=0)
     assert list(obs_a) == list(obs_b) and list(info_a) == list(info_b)
     for agent in obs_a:

@@ -10,7 +10,7 @@ import pytest
 from conftest import tiny_bank
 
 import core_env
-from core_env import discrete_core_v0
+from core_env import discrete_core_v1
 from core_env.config import LOADS, TASK_SETS, EnvConfig, make_config
 from core_env.gym_env import DiscreteCoREEnv
 from core_env.sim import Simulator
@@ -29,8 +29,8 @@ def test_named_loads_and_task_sets():
     assert LOADS["x1.25"] == pytest.approx(1.25 * LOADS["train"])
     assert LOADS["x1.5"] == pytest.approx(1.5 * LOADS["train"])
     assert LOADS["x2"] == pytest.approx(2 * LOADS["train"])
-    assert EnvConfig(load="x2").arrival_probability == LOADS["x2"]
-    assert EnvConfig(load=0.3).arrival_probability == 0.3
+    assert EnvConfig(load="x2").arrival_intensity == LOADS["x2"]
+    assert EnvConfig(load=0.3).arrival_intensity == 0.3
     assert set(TASK_SETS) == {"id", "rl_ood", "vit_ood", "stress"}
 
 
@@ -81,7 +81,7 @@ def test_a_custom_curve_bank_is_a_valid_task_set():
     bank = tiny_bank()
     config = EnvConfig(task_set=bank, arrival_steps=20, load=0.5)
     assert config.task_set_name == "tiny"
-    env = discrete_core_v0.parallel_env(task_set=bank, arrival_steps=20, load=0.5)
+    env = discrete_core_v1.parallel_env(task_set=bank, arrival_steps=20, load=0.5)
     env.reset(seed=0)
     assert env.episode.workload.bank is bank and len(env.episode.workload) > 0
 
@@ -92,9 +92,9 @@ KWARGS = {"n_nodes": 3, "n_slots": 5, "arrival_steps": 50, "load": "x1.5", "task
 
 
 @pytest.mark.parametrize("make", [
-    discrete_core_v0.parallel_env,
+    discrete_core_v1.parallel_env,
     DiscreteCoREEnv,
-    lambda **kw: discrete_core_v0.env(**kw).unwrapped,
+    lambda **kw: discrete_core_v1.env(**kw).unwrapped,
     lambda **kw: gym.make(core_env.GYM_ID, **kw).unwrapped,
 ], ids=["parallel", "gym", "aec", "gym.make"])
 def test_every_view_accepts_the_same_keyword_names(make):

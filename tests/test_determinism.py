@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import masked_random_actions, parallel_trajectory_digest, run_gym, run_parallel, trajectory_digest
 
-from core_env import discrete_core_v0
+from core_env import discrete_core_v1
 from core_env.config import make_config
 from core_env.features import observations
 from core_env.gym_env import DiscreteCoREEnv
@@ -27,12 +27,12 @@ def workload_arrays(workload):
 
 @pytest.mark.parametrize("reset", [{"seed": 7}, {"options": SUITE}], ids=["seed", "suite"])
 def test_same_workload_and_actions_give_identical_parallel_episodes(reset):
-    first = run_parallel(discrete_core_v0.parallel_env(**CONFIG), **reset, policy_seed=11)
-    second = run_parallel(discrete_core_v0.parallel_env(**CONFIG), **reset, policy_seed=11)
+    first = run_parallel(discrete_core_v1.parallel_env(**CONFIG), **reset, policy_seed=11)
+    second = run_parallel(discrete_core_v1.parallel_env(**CONFIG), **reset, policy_seed=11)
     assert len(first) > 50
     assert trajectory_digest(first) == trajectory_digest(second)
     if "seed" in reset:
-        other_policy = run_parallel(discrete_core_v0.parallel_env(**CONFIG), **reset, policy_seed=12)
+        other_policy = run_parallel(discrete_core_v1.parallel_env(**CONFIG), **reset, policy_seed=12)
         assert trajectory_digest(other_policy) != trajectory_digest(first)  # the digest sees the actions' effect
 
 
@@ -44,14 +44,14 @@ def test_same_workload_and_actions_give_identical_gym_episodes(reset):
 
 
 def test_reset_with_the_same_seed_on_a_used_env_replays_the_episode():
-    env = discrete_core_v0.parallel_env(**CONFIG)
+    env = discrete_core_v1.parallel_env(**CONFIG)
     first = trajectory_digest(run_parallel(env, seed=4))
     run_parallel(env, seed=5)
     assert trajectory_digest(run_parallel(env, seed=4)) == first
 
 
 def test_different_seeds_give_different_workloads():
-    env = discrete_core_v0.parallel_env(**CONFIG)
+    env = discrete_core_v1.parallel_env(**CONFIG)
     env.reset(seed=1)
     a = workload_arrays(env.episode.workload)
     env.reset(seed=2)
@@ -73,7 +73,7 @@ def test_episode_digest_is_identical_in_a_separate_process():
 
 
 def test_same_seed_gives_the_same_workload_and_observations_in_both_views():
-    par = discrete_core_v0.parallel_env(**CONFIG)
+    par = discrete_core_v1.parallel_env(**CONFIG)
     gym_env = DiscreteCoREEnv(**CONFIG)
     par_obs, _ = par.reset(seed=21)
     gym_obs, _ = gym_env.reset(seed=21)

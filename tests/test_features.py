@@ -19,7 +19,7 @@ def test_incremental_slot_table_matches_the_reference_every_step(config):
     bank = bank_for("id", "train")
     batch = 6
     sim = Simulator(config, batch)
-    sim.reset([draw_workload(bank, config.arrival_probability, 120, rng) for _ in range(batch)])
+    sim.reset([draw_workload(bank, config.arrival_intensity, 120, rng) for _ in range(batch)])
     steps = 0
     while not sim.done.all():
         incremental = sim.slot_features.current().copy()

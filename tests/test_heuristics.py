@@ -7,7 +7,7 @@ import pytest
 from conftest import tiny_workload
 
 from benchmarks.rollout import run_agent, run_parallel_episode
-from core_env import discrete_core_v0, features
+from core_env import discrete_core_v1, features
 from core_env.config import EnvConfig
 from core_env.sim import Simulator
 from core_env.workload import Workload, load_suite, stress_bank
@@ -153,7 +153,7 @@ def test_random_agent_is_reproducible_and_leaves_the_global_rng_alone():
 
 
 def test_policy_adapter_plays_a_full_pettingzoo_episode():
-    env = discrete_core_v0.parallel_env()
+    env = discrete_core_v1.parallel_env()
     policy = PettingZooPolicy(RandomAgent(seed=0))
     observations, infos = env.reset(seed=3)
     steps = 0
@@ -171,13 +171,13 @@ def test_policy_adapter_plays_a_full_pettingzoo_episode():
 @pytest.mark.parametrize("name", ["edf", "clairvoyant"])
 def test_pettingzoo_view_with_the_adapter_matches_the_batched_runner(name):
     batched = run_agent(make_agent(name), [load_suite("id", "train", 1, 2)], EnvConfig())
-    single = run_parallel_episode(discrete_core_v0.parallel_env(), make_agent(name), options={"suite": "eval", "root": 1, "episode": 2})
+    single = run_parallel_episode(discrete_core_v1.parallel_env(), make_agent(name), options={"suite": "eval", "root": 1, "episode": 2})
     for key, value in single.items():
         assert batched[key][0] == pytest.approx(value, rel=1e-12), key
 
 
 def test_adapter_asks_for_the_oracle_it_needs():
-    env = discrete_core_v0.parallel_env()
+    env = discrete_core_v1.parallel_env()
     observations, infos = env.reset(seed=0)
     with pytest.raises(ValueError, match="remaining_demand"):
         PettingZooPolicy(Clairvoyant())(observations, infos)

@@ -158,7 +158,7 @@ def test_autoregressive_masks_and_teacher_forcing(predictor):
 
 def real_workloads(config: EnvConfig, count: int, seed: int) -> list[Workload]:
     bank = bank_for("id", "train")
-    return [draw_workload(bank, config.arrival_probability, config.arrival_steps, np.random.default_rng([seed, i])) for i in range(count)]
+    return [draw_workload(bank, config.arrival_intensity, config.arrival_steps, np.random.default_rng([seed, i]), n_nodes=config.n_nodes) for i in range(count)]
 
 
 @pytest.mark.parametrize("predictor", [None, "wls"])

@@ -10,7 +10,7 @@ import pytest
 from conftest import FLAT, LINEAR, act, masked_random_actions, parallel_masks, tiny_bank, tiny_workload
 from pettingzoo.test import parallel_api_test
 
-from core_env import discrete_core_v0, features
+from core_env import discrete_core_v1, features
 from core_env.config import EnvConfig
 from core_env.gym_env import DiscreteCoREEnv
 from core_env.sim import Simulator
@@ -52,12 +52,12 @@ def appended(observation: np.ndarray, n_slots: int) -> np.ndarray:
 def test_wrapper_passes_parallel_api_test(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # parallel_api_test's reset option {"options": 1}
-        parallel_api_test(PredictorFeatures(discrete_core_v0.parallel_env(), PREDICTORS[name]()), num_cycles=200)
+        parallel_api_test(PredictorFeatures(discrete_core_v1.parallel_env(), PREDICTORS[name]()), num_cycles=200)
 
 
 @pytest.mark.parametrize("name", ["wls", "dkf", "oracle", "last_slope"])
 def test_features_equal_direct_predictor_calls_on_the_full_histories(name):
-    env = PredictorFeatures(discrete_core_v0.parallel_env(n_nodes=3, n_slots=6), PREDICTORS[name]())
+    env = PredictorFeatures(discrete_core_v1.parallel_env(n_nodes=3, n_slots=6), PREDICTORS[name]())
     sim = env.unwrapped.episode.sim
     rng = np.random.default_rng(1)
     observations, _ = env.reset(seed=3)
@@ -76,7 +76,7 @@ def test_features_equal_direct_predictor_calls_on_the_full_histories(name):
 def test_only_tasks_whose_history_changed_are_predicted_again():
     # three tasks (slots 0, 1, 2) at t = 0 and a fourth at t = 2; one node
     workload = tiny_workload([(0, 30, 0.5, 1.0), (0, 30, 0.5, 1.0), (0, 30, 0.5, 1.0, 1), (2, 30, 0.5, 1.0)], arrival_steps=3)
-    env = PredictorFeatures(discrete_core_v0.parallel_env(n_nodes=1, n_slots=4), WLS())
+    env = PredictorFeatures(discrete_core_v1.parallel_env(n_nodes=1, n_slots=4), WLS())
     env.reset(options={"workload": workload})
     predictions = env.predictions
     assert predictions.recomputed == 3  # every new task once
@@ -96,7 +96,7 @@ def test_only_tasks_whose_history_changed_are_predicted_again():
 
 def test_a_new_episode_forgets_the_previous_predictions():
     workload = tiny_workload([(0, 30, 0.5, 1.0), (0, 30, 0.5, 1.0, 1)], arrival_steps=1)
-    env = PredictorFeatures(discrete_core_v0.parallel_env(n_nodes=1, n_slots=2), WLS())
+    env = PredictorFeatures(discrete_core_v1.parallel_env(n_nodes=1, n_slots=2), WLS())
     env.reset(options={"workload": workload})
     act(env, 1)
     before = env.predictions.recomputed
@@ -106,7 +106,7 @@ def test_a_new_episode_forgets_the_previous_predictions():
 
 def test_censored_predictions_become_capped_finite_features():
     workload = tiny_workload([(0, 40, 0.5, 1.0, 1)], arrival_steps=1)  # FLAT never reaches 0.5
-    env = PredictorFeatures(discrete_core_v0.parallel_env(n_nodes=1, n_slots=2), LastSlope(), cap=300)
+    env = PredictorFeatures(discrete_core_v1.parallel_env(n_nodes=1, n_slots=2), LastSlope(), cap=300)
     env.reset(options={"workload": workload})
     for _ in range(4):
         observations, *_ = act(env, 1)
@@ -117,7 +117,7 @@ def test_censored_predictions_become_capped_finite_features():
 
 @pytest.mark.parametrize("name", ["wls", "dkf"])
 def test_features_are_finite_and_inside_the_space_on_every_step(name):
-    env = PredictorFeatures(discrete_core_v0.parallel_env(n_slots=8), PREDICTORS[name]())
+    env = PredictorFeatures(discrete_core_v1.parallel_env(n_slots=8), PREDICTORS[name]())
     rng = np.random.default_rng(2)
     observations, _ = env.reset(seed=5)
     space, state_space = env.observation_space("node_0"), env.state_space
@@ -131,8 +131,8 @@ def test_features_are_finite_and_inside_the_space_on_every_step(name):
 
 
 def test_the_observation_and_state_grow_by_three_features_per_slot():
-    base = discrete_core_v0.parallel_env(n_slots=5)
-    env = PredictorFeatures(discrete_core_v0.parallel_env(n_slots=5), WLS())
+    base = discrete_core_v1.parallel_env(n_slots=5)
+    env = PredictorFeatures(discrete_core_v1.parallel_env(n_slots=5), WLS())
     assert env.observation_space("node_1")["observation"].shape == (base.observation_space("node_1")["observation"].shape[0] + 15,)
     assert env.state_space.shape == (base.state_space.shape[0] + 15,)
     observations, _ = env.reset(seed=0)
@@ -144,16 +144,16 @@ def test_the_observation_and_state_grow_by_three_features_per_slot():
 
 
 def test_observation_reshaping_wrappers_go_outside():
-    env = MaskToInfo(PredictorFeatures(discrete_core_v0.parallel_env(), WLS()))
+    env = MaskToInfo(PredictorFeatures(discrete_core_v1.parallel_env(), WLS()))
     observations, infos = env.reset(seed=0)
     assert observations["node_0"].shape == env.observation_space("node_0").shape
     with pytest.raises(TypeError, match="observation-reshaping wrappers last"):
-        PredictorFeatures(MaskToInfo(discrete_core_v0.parallel_env()), WLS()).observation_space("node_0")
+        PredictorFeatures(MaskToInfo(discrete_core_v1.parallel_env()), WLS()).observation_space("node_0")
 
 
 def test_gymnasium_wrapper_matches_the_pettingzoo_features():
     gym_env = GymPredictorFeatures(DiscreteCoREEnv(n_slots=6), DKF())
-    pz_env = PredictorFeatures(discrete_core_v0.parallel_env(n_slots=6), DKF())
+    pz_env = PredictorFeatures(discrete_core_v1.parallel_env(n_slots=6), DKF())
     rng = np.random.default_rng(4)
     workload = select_workload(gym_env.unwrapped.config, np.random.default_rng(0), None)
     observation, _ = gym_env.reset(options={"workload": workload})
@@ -170,7 +170,7 @@ def test_gymnasium_wrapper_matches_the_pettingzoo_features():
 
 
 def test_gymnasium_wrapper_works_through_gym_make():
-    env = GymPredictorFeatures(gym.make("core_env/DiscreteCoRE-v0", n_slots=4), WLS())
+    env = GymPredictorFeatures(gym.make("core_env/DiscreteCoRE-v1", n_slots=4), WLS())
     observation, _ = env.reset(seed=0)
     assert observation["observation"].shape == env.observation_space["observation"].shape == (4, features.obs_dim(4, 8) + 12)
 
@@ -203,7 +203,7 @@ def test_slot_predictions_reject_bad_arguments():
 
 def test_summary_features_cap_and_scale_the_demand():
     workload = tiny_workload([(0, 20, 1.5, 1.0), (0, 20, 0.5, 1.0, 1)], arrival_steps=1, bank=tiny_bank(LINEAR, FLAT))
-    env = PredictorFeatures(discrete_core_v0.parallel_env(n_nodes=2, n_slots=2), OraclePredictor(), cap=50)
+    env = PredictorFeatures(discrete_core_v1.parallel_env(n_nodes=2, n_slots=2), OraclePredictor(), cap=50)
     observations, _ = env.reset(options={"workload": workload})
     # LINEAR's reports 10, 9, … reach 1.5 at the 10th; FLAT never reaches 0.5 (censored: the cap, 50); budgets: 20
     np.testing.assert_array_equal(appended(observations["node_0"]["observation"], 2), np.float32([[0.1, 0.0, 1.0], [0.5, 0.0, 0.0]]))

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core_env import discrete_core_v0
+from core_env import discrete_core_v1
 from core_env.curves import CurveBank
 from core_env.gym_env import DiscreteCoREEnv
 
@@ -41,7 +41,7 @@ def random_actions(rng: np.random.Generator, n: int, k: int, mask: np.ndarray, p
 @PROPERTY_SETTINGS
 @given(config=configs(), seed=st.integers(0, 2**16), policy_seed=st.integers(0, 2**16), p_valid=st.floats(0, 1))
 def test_parallel_env_invariants_hold_at_every_step(config, seed, policy_seed, p_valid):
-    env = discrete_core_v0.parallel_env(**config)
+    env = discrete_core_v1.parallel_env(**config)
     sim = env.episode.sim
     n, k = config["n_nodes"], config["n_slots"]
     rng = np.random.default_rng(policy_seed)

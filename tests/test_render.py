@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from core_env import discrete_core_v0
+from core_env import discrete_core_v1
 from core_env.render import MISSING_MATPLOTLIB
 from core_env.workload import Workload, stress_bank
 
@@ -24,7 +24,7 @@ def run_masked_random(env, steps: int, seed: int = 0):
 
 
 def test_ansi_is_a_table_naming_the_nodes_that_served_each_slot():
-    env = run_masked_random(discrete_core_v0.parallel_env(render_mode="ansi"), steps=30)
+    env = run_masked_random(discrete_core_v1.parallel_env(render_mode="ansi"), steps=30)
     text = env.render()
     assert isinstance(text, str) and text.startswith("t=30")
     sim = env.unwrapped.episode.sim
@@ -41,7 +41,7 @@ def test_ansi_does_not_credit_a_refilled_slot_to_the_node_that_served_its_previo
     first_report = bank.reported_losses(0, 1.0, steps=1)[0]
     # task 0 completes on its first service; task 1 arrives into the freed slot at the next step
     workload = Workload(bank, [0, 1], [5, 6], [first_report, 1e-3], [1.0, 1.0], [0, 0], [1.0, np.inf], 2)
-    env = discrete_core_v0.parallel_env(n_nodes=1, n_slots=1, render_mode="ansi")
+    env = discrete_core_v1.parallel_env(n_nodes=1, n_slots=1, render_mode="ansi")
     env.reset(options={"workload": workload})
     env.step({"node_0": 1})
     assert env.slot_task(0) == 1
@@ -50,12 +50,12 @@ def test_ansi_does_not_credit_a_refilled_slot_to_the_node_that_served_its_previo
 
 
 def test_ansi_before_reset_says_so():
-    assert discrete_core_v0.parallel_env(render_mode="ansi").render() == "(not reset)"
+    assert discrete_core_v1.parallel_env(render_mode="ansi").render() == "(not reset)"
 
 
 def test_rgb_array_is_an_hxwx3_uint8_image_mid_episode():
     pytest.importorskip("matplotlib")
-    env = discrete_core_v0.parallel_env(render_mode="rgb_array")
+    env = discrete_core_v1.parallel_env(render_mode="rgb_array")
     env.reset(seed=0)
     at_reset = env.render()
     image = run_masked_random(env, steps=25).render()
@@ -69,7 +69,7 @@ def test_pettingzoo_render_test_passes():
     pytest.importorskip("matplotlib")
     from pettingzoo.test import render_test
 
-    render_test(discrete_core_v0.env)
+    render_test(discrete_core_v1.env)
 
 
 def test_rgb_array_without_matplotlib_names_the_plot_extra(monkeypatch):
@@ -80,7 +80,7 @@ def test_rgb_array_without_matplotlib_names_the_plot_extra(monkeypatch):
             raise ImportError(f"No module named {name!r}")
         return real_import(name, *args, **kwargs)
 
-    env = discrete_core_v0.parallel_env(render_mode="rgb_array")
+    env = discrete_core_v1.parallel_env(render_mode="rgb_array")
     env.reset(seed=0)
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with pytest.raises(ImportError, match=r"core-learning\[plot\]") as error:
@@ -89,7 +89,7 @@ def test_rgb_array_without_matplotlib_names_the_plot_extra(monkeypatch):
 
 
 def test_the_env_does_not_import_matplotlib_unless_an_image_is_drawn():
-    code = ("import sys; from core_env import discrete_core_v0; "
-            "env = discrete_core_v0.parallel_env(render_mode='ansi'); env.reset(seed=0); env.render(); "
+    code = ("import sys; from core_env import discrete_core_v1; "
+            "env = discrete_core_v1.parallel_env(render_mode='ansi'); env.reset(seed=0); env.render(); "
             "assert 'matplotlib' not in sys.modules, 'matplotlib was imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.rollout import run_agent, run_parallel_episode
-from core_env import discrete_core_v0
+from core_env import discrete_core_v1
 from core_env.config import EnvConfig
 from core_env.workload import stress_workload
 from mara_agents.bounds import independent_feasibility_bound, independent_feasibility_bounds
@@ -32,7 +32,7 @@ def test_batched_runner_reaches_the_known_completion(name):
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_pettingzoo_view_reaches_the_known_completion(name):
-    final = run_parallel_episode(discrete_core_v0.parallel_env(task_set="stress"), HEURISTICS[name]())
+    final = run_parallel_episode(discrete_core_v1.parallel_env(task_set="stress"), HEURISTICS[name]())
     completed, arrived = EXPECTED[name]
     assert (final["completed"], final["arrived"]) == (completed, arrived)
     assert final["completion_rate"] == completed / arrived

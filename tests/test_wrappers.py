@@ -12,7 +12,7 @@ from gymnasium.utils.env_checker import data_equivalence
 from pettingzoo.test import api_test, parallel_api_test
 from pettingzoo.utils.conversions import parallel_to_aec
 
-from core_env import discrete_core_v0
+from core_env import discrete_core_v1
 from core_env.workload import stress_bank
 from core_env.wrappers import EpisodeRecorder, FlattenObservation, LongerHistory, MaskToInfo, OracleDemand, RLlibKeys, replay
 
@@ -20,7 +20,7 @@ SMALL = {"arrival_steps": 40}
 
 
 def small_env(**kwargs):
-    return discrete_core_v0.parallel_env(**{**SMALL, **kwargs})
+    return discrete_core_v1.parallel_env(**{**SMALL, **kwargs})
 
 
 WRAPPED = {
@@ -188,7 +188,7 @@ def test_remaining_demand_is_not_in_infos_by_default():
 
 
 def test_oracle_demand_matches_the_simulator_and_falls_by_one_per_nominal_service():
-    env = OracleDemand(discrete_core_v0.parallel_env())
+    env = OracleDemand(discrete_core_v1.parallel_env())
     sim = env.unwrapped.episode.sim
     rng = np.random.default_rng(0)
     observations, infos = env.reset(seed=5)
@@ -213,7 +213,7 @@ def test_oracle_demand_matches_the_simulator_and_falls_by_one_per_nominal_servic
 
 
 def test_oracle_demand_keeps_inf_for_tasks_that_never_reach_their_target():
-    env = OracleDemand(discrete_core_v0.parallel_env(task_set="stress"))
+    env = OracleDemand(discrete_core_v1.parallel_env(task_set="stress"))
     _, infos = env.reset(seed=0)
     sim = env.unwrapped.episode.sim
     decoys = sim.active[0] & (sim.curve[0] == 1)  # the stress bank's flat non-learner curve
@@ -241,13 +241,13 @@ def test_replay_through_wrappers_reproduces_their_observations_and_infos():
 
 
 def test_replay_of_an_evaluation_suite_episode_finds_the_eval_curves():
-    env = EpisodeRecorder(discrete_core_v0.parallel_env(task_set="id"))
+    env = EpisodeRecorder(discrete_core_v1.parallel_env(task_set="id"))
     assert_replay_identical(env, options={"suite": "eval", "task_set": "rl_ood", "root": np.int64(1), "episode": 2})
     assert env.record["options"]["task_set"] == "rl_ood" and env.record["bank"]["name"] == "rl_ood"
 
 
 def test_replay_on_a_custom_curve_bank_needs_env_fn():
-    env_fn = lambda: discrete_core_v0.parallel_env(task_set=stress_bank(), arrival_steps=30)  # noqa: E731
+    env_fn = lambda: discrete_core_v1.parallel_env(task_set=stress_bank(), arrival_steps=30)  # noqa: E731
     env = EpisodeRecorder(env_fn())
     assert_replay_identical(env, env_fn=env_fn, seed=2)
     with pytest.raises(ValueError, match="custom CurveBank"):

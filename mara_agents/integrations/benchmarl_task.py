@@ -44,11 +44,11 @@ class CoreEnvClass(TaskClass):
     def get_env_fun(self, num_envs: int, continuous_actions: bool, seed: int | None, device) -> Callable:
         from torchrl.envs.libs.pettingzoo import PettingZooWrapper
 
-        from core_env import discrete_core_v0
+        from core_env import discrete_core_v1
         from core_env.wrappers import MaskToInfo
 
         config = copy.deepcopy(self.config)
-        return lambda: PettingZooWrapper(MaskToInfo(discrete_core_v0.parallel_env(**config)), categorical_actions=True,
+        return lambda: PettingZooWrapper(MaskToInfo(discrete_core_v1.parallel_env(**config)), categorical_actions=True,
                                          return_state=True, seed=seed, device=device)
 
     def supports_continuous_actions(self) -> bool:

@@ -26,7 +26,7 @@ REPORTED_KEYS = ("completion_rate", "completed", "arrived", "invalid_actions", "
 
 
 def make_gym_env(**env_kwargs: Any) -> gym.Env:
-    """The centralized Gymnasium view ``core_env/DiscreteCoRE-v0`` (keyword arguments: EnvConfig)."""
+    """The centralized Gymnasium view ``core_env/DiscreteCoRE-v1`` (keyword arguments: EnvConfig)."""
     return gym.make(GYM_ID, **env_kwargs)
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from mara_agents.integrations.common import SMALL_ENV
 
-ENV_NAME = "core_env_discrete_core_v0"
+ENV_NAME = "core_env_discrete_core_v1"
 POLICY = "shared"
 _STATS = ("completion_rate", "invalid_actions", "conflicts")
 
@@ -39,10 +39,10 @@ def env_creator(config: Mapping[str, Any]):
     """RLlib env factory: ``ParallelPettingZooEnv(RLlibKeys(parallel_env(**config)))``."""
     from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
 
-    from core_env import discrete_core_v0
+    from core_env import discrete_core_v1
     from core_env.wrappers import RLlibKeys
 
-    return ParallelPettingZooEnv(RLlibKeys(discrete_core_v0.parallel_env(**dict(config))))
+    return ParallelPettingZooEnv(RLlibKeys(discrete_core_v1.parallel_env(**dict(config))))
 
 
 def on_episode_end(*, episode, metrics_logger=None, **kwargs) -> None:

@@ -2,7 +2,7 @@
 
 One policy is shared by all nodes (:class:`~mara_agents.integrations.nets.SlotActor`: the same weights
 score every (node, slot) pair) and trained through Tianshou's own ``Collector`` and ``OnPolicyTrainer``
-with Tianshou's ``PPO`` algorithm on ``gym.make("core_env/DiscreteCoRE-v0")`` (MultiDiscrete actions,
+with Tianshou's ``PPO`` algorithm on ``gym.make("core_env/DiscreteCoRE-v1")`` (MultiDiscrete actions,
 one joint action per step, scalar team reward).
 
 **Masks.** Tianshou's PPO never reads masks itself; here the actor returns the logits *and* the env's

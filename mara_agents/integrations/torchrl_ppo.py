@@ -34,10 +34,10 @@ def make_env(env_kwargs: Mapping[str, Any], seed: int = 0):
     from torchrl.envs import RewardSum, TransformedEnv
     from torchrl.envs.libs.pettingzoo import PettingZooWrapper
 
-    from core_env import discrete_core_v0
+    from core_env import discrete_core_v1
     from core_env.wrappers import MaskToInfo
 
-    env = PettingZooWrapper(MaskToInfo(discrete_core_v0.parallel_env(**env_kwargs)), categorical_actions=True, seed=seed)
+    env = PettingZooWrapper(MaskToInfo(discrete_core_v1.parallel_env(**env_kwargs)), categorical_actions=True, seed=seed)
     return TransformedEnv(env, RewardSum(in_keys=[env.reward_key], out_keys=[(GROUP, "episode_reward")]))
 
 

@@ -149,7 +149,7 @@ def training_workloads(config: EnvConfig) -> WorkloadFn:
         raise ValueError("the stress scenario is evaluation-only; train on a task set with training curves")
     else:
         bank = bank_for(config.task_set, "train", config.curve_source)
-    return lambda rng: draw_workload(bank, config.arrival_probability, config.arrival_steps, rng)
+    return lambda rng: draw_workload(bank, config.arrival_intensity, config.arrival_steps, rng, n_nodes=config.n_nodes)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ stands still), so a cached task costs a lookup per step. Its counters say how ma
 
 Example::
 
-    env = PredictorFeatures(discrete_core_v0.parallel_env(), WLS())
+    env = PredictorFeatures(discrete_core_v1.parallel_env(), WLS())
     observations, infos = env.reset(seed=0)  # each observation: (D + 3K,) float32
 """
 
@@ -196,7 +196,7 @@ class GymPredictorFeatures(gym.ObservationWrapper):
     (extended like the observation) reach the unwrapped env.
 
     Args:
-        env: a core_env Gymnasium env (``gym.make("core_env/DiscreteCoRE-v0")``), possibly wrapped.
+        env: a core_env Gymnasium env (``gym.make("core_env/DiscreteCoRE-v1")``), possibly wrapped.
         predictor, cap: as for :class:`PredictorFeatures`.
     """
 

@@ -123,7 +123,7 @@ def simulate_examples(bank: CurveBank, count: int, rng: np.random.Generator, bin
     starts = np.concatenate([[0], np.cumsum(widths)[:-1]])
     parts, total = [], 0
     while total < count:
-        tasks = draw_workload(bank, 1.0, SIMULATION_CHUNK, rng, recipe)
+        tasks = draw_workload(bank, 1.0, SIMULATION_CHUNK, rng, recipe, n_nodes=1)
         window = (tasks.deadline - tasks.arrival).astype(np.float64)
         limit = np.minimum(tasks.demand, window) - 1.0
         keep = np.flatnonzero(limit >= 1)

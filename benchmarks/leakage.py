@@ -1,0 +1,126 @@
+"""leakage: does a workload give each task's hidden demand away? A leak audit as a benchmark suite.
+
+For every task set and load of the committed evaluation suites it reports:
+
+* ``spearman_demand_window``: Spearman correlation of hidden demand and deadline window, over tasks
+  with finite demand;
+* ``edf``: plain EDF;
+* ``window_edf``: the leak probe :class:`mara_agents.heuristics.WindowEDF`, which sees no curve value:
+  EDF with admission, remaining demand guessed as ``c · window − k``; ``c`` is refitted here on seeded
+  *train* workloads of the task set at the training load (grid :data:`FACTORS`), never on suites;
+* ``oracle_admission``: ``edf-admission:oracle`` (EDF with admission on the exact demand);
+* ``clairvoyant``: EDF among the tasks that can still finish (a strong heuristic, not a bound);
+* ``milp``: the stored MILP offline optimum (:mod:`benchmarks.ceilings`; unit speeds, slots relaxed);
+* ``bound``: the independent-feasibility relaxation (ignores contention).
+
+Completion in %, mean over evaluation roots of each root's mean over its episodes (sd over roots
+beside it). The workload hides the demand when, at the training load on ``id``,
+``window_edf − edf <= 3`` (the deadline alone does not schedule well) and ``oracle_admission −
+window_edf >= 10`` (knowing the demand is worth a lot). Writes ``OUT/leakage.json`` (default
+``benchmarks/results``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import spearmanr
+from tqdm import tqdm
+
+from benchmarks import markdown_table, write_results
+from benchmarks.quick import summarize
+from benchmarks.rollout import run_agent
+from core_env.config import LOADS, EnvConfig
+from core_env.curves import bank_for
+from core_env.workload import SUITE_TASK_SETS, draw_workload, load_suite, suite_ceilings, suite_meta
+from mara_agents.allocators import make_allocator
+from mara_agents.bounds import independent_feasibility_bounds
+from mara_agents.heuristics import EDF, Clairvoyant, WindowEDF
+
+#: Factors tried when fitting the window probe on train workloads.
+FACTORS = tuple(round(0.1 * i, 1) for i in range(1, 16))
+FIT_EPISODES = 12
+FIT_SEED = 20261201
+COLUMNS = ("spearman_demand_window", "edf", "window_edf", "oracle_admission", "clairvoyant", "milp", "bound")
+#: The two criteria on id at the training load (points of completion).
+MAX_PROBE_GAIN, MIN_ORACLE_GAIN = 3.0, 10.0
+
+
+def fit_factor(task_set: str, n_nodes: int, episodes: int = FIT_EPISODES) -> tuple[float, dict[float, float]]:
+    """The window factor with the best mean completion on seeded train workloads at the training load."""
+    bank = bank_for(task_set, "train")
+    workloads = [draw_workload(bank, LOADS["train"], 500, np.random.default_rng([FIT_SEED, e]), n_nodes=n_nodes) for e in range(episodes)]
+    config = EnvConfig(task_set=task_set, n_nodes=n_nodes)
+    scores = {c: float(100 * run_agent(WindowEDF(c), workloads, config)["completion_rate"].mean()) for c in FACTORS}
+    return max(scores, key=lambda c: (scores[c], -c)), scores
+
+
+def audit(task_set: str, load: str, factor: float) -> dict[str, Any]:
+    """One row of the audit (module docstring) on a committed suite."""
+    meta = suite_meta(task_set, load)
+    cells = [(r, e) for r in range(meta["roots"]) for e in range(meta["episodes"])]
+    workloads = [load_suite(task_set, load, r, e) for r, e in cells]
+    config = EnvConfig(task_set=task_set, load=load, n_nodes=meta["n_nodes"])
+    demand = np.concatenate([w.demand for w in workloads])
+    window = np.concatenate([w.window for w in workloads])
+    finite = np.isfinite(demand)
+    row: dict[str, Any] = {"task_set": task_set, "load": load, "window_factor": factor, "tasks": int(demand.size),
+                           "finite_demand_share": float(finite.mean()),
+                           "spearman_demand_window": float(spearmanr(demand[finite], window[finite]).statistic)}
+    agents = {"edf": EDF(), "window_edf": WindowEDF(factor), "oracle_admission": make_allocator("edf-admission:oracle"), "clairvoyant": Clairvoyant()}
+    for name, agent in agents.items():
+        row[name] = summarize(run_agent(agent, workloads, config)["completion_rate"], cells)
+    ceilings = suite_ceilings(task_set, load)
+    row["milp"] = summarize(np.array([ceilings[c]["completed"] / max(ceilings[c]["arrived"], 1) for c in cells]), cells)
+    row["milp_max_gap"] = max(ceilings[c]["gap"] for c in cells)
+    row["bound"] = summarize(independent_feasibility_bounds(workloads), cells)
+    return row
+
+
+def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS)) -> dict[str, Any]:
+    """Fit the probe per task set, audit every (task set, load); criteria on id/train."""
+    factors, fits, rows = {}, {}, []
+    for task_set in tqdm(task_sets, desc="leakage", leave=False):
+        factors[task_set], fits[task_set] = fit_factor(task_set, suite_meta(task_set, "train")["n_nodes"])
+        rows += [audit(task_set, load, factors[task_set]) for load in loads]
+    train = {r["task_set"]: {c: (r[c] if c == "spearman_demand_window" else r[c]["mean"]) for c in COLUMNS} for r in rows if r["load"] == "train"}
+    result: dict[str, Any] = {"suite": "leakage", "train_load": train, "rows": rows, "window_factor": factors, "factor_fit": fits}
+    if "id" in train:
+        probe_gain = train["id"]["window_edf"] - train["id"]["edf"]
+        oracle_gain = train["id"]["oracle_admission"] - train["id"]["window_edf"]
+        result["criteria"] = {"window_edf_minus_edf": probe_gain, "oracle_admission_minus_window_edf": oracle_gain,
+                              "hides_demand": bool(probe_gain <= MAX_PROBE_GAIN and oracle_gain >= MIN_ORACLE_GAIN)}
+    return result
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    body = [(r["task_set"], r["load"], f"{r['spearman_demand_window']:.2f}",
+             *(f"{r[c]['mean']:.1f} ± {r[c]['sd']:.1f}" for c in COLUMNS[1:])) for r in rows]
+    return markdown_table(("task set", "load", "Spearman(demand, window)", "EDF", "window-EDF (probe)", "EDF + oracle admission",
+                           "clairvoyant (heuristic)", "MILP ceiling", "independent-feasibility relaxation"), body)
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks leakage", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="directory for leakage.json (default benchmarks/results)")
+    parser.add_argument("--task-sets", nargs="+", default=list(SUITE_TASK_SETS), choices=SUITE_TASK_SETS)
+    parser.add_argument("--loads", nargs="+", default=list(LOADS), choices=list(LOADS))
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    result = evaluate(args.task_sets, args.loads)
+    result["wall_s"] = time.perf_counter() - start
+    print(table(result["rows"]))
+    print("\nwindow factor fitted on train workloads: " + ", ".join(f"{t} {c}" for t, c in result["window_factor"].items()))
+    if "criteria" in result:
+        c = result["criteria"]
+        print(f"id/train: window_edf - edf = {c['window_edf_minus_edf']:+.1f} (<= {MAX_PROBE_GAIN}), "
+              f"oracle_admission - window_edf = {c['oracle_admission_minus_window_edf']:+.1f} (>= {MIN_ORACLE_GAIN}): "
+              f"{'the workload hides the demand' if c['hides_demand'] else 'LEAK: the deadline window gives the demand away'}")
+    paths = write_results("leakage", result, out=args.out)
+    print(f"\nwall time {result['wall_s']:.1f} s; wrote {', '.join(str(p) for p in paths)}")
+    return 0

@@ -1,0 +1,298 @@
+r"""# `discrete_core_v1`: deadline-constrained discrete-node CoRE-Learning
+
+| | |
+|---|---|
+| Import | `from core_env import discrete_core_v1` · `gym.make("core_env:core_env/DiscreteCoRE-v1")` |
+| Parallel API | yes (`parallel_env()`), AEC via `env()` / `raw_env()` |
+| Agents | `node_0 … node_{N-1}` (N = `n_nodes`, default 4), fixed for the episode |
+| Action space (per node) | `Discrete(K + 1)`: 0 = idle, k = train the task in slot k − 1 |
+| Observation space (per node) | `Dict(observation=Box(float32, (D,)), action_mask=Box(0, 1, (K + 1,), int8))` |
+| State space | `Box(float32, (3 + K·F,))` |
+| D | 6 + K·F with F = 8 + H (K = 16, H = 8: D = 262) |
+
+Learning tasks arrive over time. Each task must reach a target loss before its deadline; how much
+training it needs (its *demand*) is hidden and only revealed through the losses it reports while it is
+trained. Each node trains at most one task per step and no task runs on two nodes in one step. The
+objective is the fraction of arrived tasks that complete.
+
+All views (PettingZoo, Gymnasium, batched) run on one simulator, `core_env/sim.py`; randomness comes
+only from the seeded workload generator, `core_env/workload.py`.
+
+## Example
+
+```python
+from core_env import discrete_core_v1
+
+env = discrete_core_v1.parallel_env(n_nodes=4, n_slots=16, task_set="id", load="train")
+observations, infos = env.reset(seed=0)
+while env.agents:
+    actions = {a: env.action_space(a).sample(observations[a]["action_mask"]) for a in env.agents}
+    observations, rewards, terminations, truncations, infos = env.step(actions)
+print(infos["node_0"]["completion_rate"])
+```
+
+This page is also the docstring of `core_env.discrete_core_v1` (PettingZoo's convention; a test keeps
+the two identical).
+
+## A step
+
+1. **Actions.** Each node chooses 0 (idle) or k (the task in slot k − 1). If several nodes choose one
+   task, the lowest-index node trains it and the others idle (`conflict` = 1 in their infos). Choosing an
+   empty (masked) slot is treated as idle (`invalid_action` = 1), or raises `ValueError` with
+   `strict=True`. An action outside `[0, K]`, a non-integer (float, bool) action, or a missing or
+   unknown agent raises `ValueError`/`TypeError` naming the agent (in the AEC form, at that agent's own
+   `step()`; None is only a terminated or truncated agent's action); the state is left unchanged.
+2. **Service.** A served task trains `batches_per_step × speed` batches (node speeds default to 1.0).
+   With switching cost `c`, a task served by a different node than at its previous service, or resumed
+   after a step without service, loses the first `c` fraction of that step's batches (its first service
+   is not a switch). Fractional batches accumulate exactly. The task reports one loss: the mean of its
+   hidden curve over the newly trained batches (an interval average). Past the end of its recorded
+   curve the loss stays at the mean of the curve's last window (a plateau).
+3. **Completion.** A served task whose reported loss is ≤ its target completes: +1 team reward, slot freed.
+4. **Deadline.** A task still active when t + 1 reaches its deadline fails and leaves.
+5. **Arrivals.** While t < T_arrive (`arrival_steps`, default 500) a task arrives with probability p
+   (the load). It takes the lowest free slot; with every slot full it is *rejected* (counted as arrived
+   and not completed).
+6. **Episode end.** After the arrival window, once no task is active, the episode **terminates** (a
+   true terminal state: nothing is left to decide). `max_cycles` (default 5000) **truncates** as a safety
+   net only; a truncated episode may end with tasks in progress (see Rewards for its shaped return). All
+   nodes terminate/truncate together; `agents` becomes `[]`.
+
+Timing convention: a task with arrival step `a` is in a slot (servable) from the start of step `a`; with
+deadline `d` it may be served in steps `a … d − 1`. Its window is `d − a` node-steps; it is
+*independently feasible* iff its nominal demand (node-steps at speed 1 served every step) fits its window.
+
+## Observation (per node)
+
+`observation` is float32 of length D, scaled to roughly unit range and clipped to ±1000:
+
+| part | features |
+|---|---|
+| node (3) | node index / (N − 1) (0 when N = 1), speed, slot served last step as (k + 1)/K (0 = idle) |
+| global (3) | t / T_arrive, arrival window left (max(T_arrive − t, 0) / T_arrive), active tasks / K |
+| each slot (F = 8 + H) | present, age / 100, steps to deadline / 100, node-steps received / 100, last reported log loss, log target, log-loss gap (last − target), the last H reported log losses (most recent first, zero-padded), served-last-step flag |
+
+Feature positions are named in `core_env.features` (`SLOT_FEATURES`, `AGE`, `STEPS_TO_DEADLINE`,
+`LAST_LOG_LOSS`, `HISTORY_START`, `SERVED_LAST`, `SLOT_TABLE_START`, `slot_feature_names(H)`), so agents
+never hard-code offsets. Empty slots are all zeros; loss features are 0 before a task's first report. Nothing hidden (demand,
+future curve) is encoded. `action_mask` (int8): `mask[0] = 1` always; `mask[k] = 1` iff slot k − 1
+holds an active task. `state()` is the global features plus the slot table.
+
+**Full histories.** Fixed-size observations hold only the last H losses. The unwrapped parallel env
+exposes `reported_history(slot)` (every loss the slot's task has reported, oldest first, a copy) and
+`slot_task(slot)` (the task's index in the episode's workload, -1 if empty) for observation wrappers and
+predictors.
+
+## Rewards
+
+Team reward, identical for every node (`reward=`):
+
+- `"sparse"`: tasks completed this step.
+- `"shaped"` (default): r' = r + Φ(s') − Φ(s) with Φ(s) = κ Σ_active φ_k,
+  φ_k = clip(log(l0_k / l_k) / log(l0_k / eps_k), 0, 1) (l0 = first reported loss, l = latest,
+  eps = target; φ = 0 before the first report and after the task leaves). κ = `kappa` (default 0.5).
+  The shaping terms telescope: the undiscounted shaped return is completions + Φ(s_T) − Φ(s_0), and
+  Φ(s_0) = 0 (no task has reported at reset). A **terminated** episode ends with no active task, so
+  Φ(s_T) = 0 and the return equals the number of completions exactly (tested on many random episodes).
+  A **truncated** episode (`max_cycles`) may end with tasks in progress: its return is completions +
+  Φ(s_T), the potential those tasks still hold (in [0, κ·K]). Every info reports the current Φ(s) as
+  `potential` (0 with `"sparse"`), so the return so far always equals `completed` + `potential` (up to
+  float rounding).
+
+## Infos
+
+Every node's info has the same keys at reset and at every step (numbers, deterministic):
+`conflict`, `invalid_action` (this node, this step), `potential` (the shaped reward's Φ(s) after the
+step, the same for every node; 0 at reset and with `reward="sparse"`) and the running episode
+statistics `arrived`, `completed`, `failed` (deadline failures), `rejected`, `completion_rate`
+(completed / arrived), `active`, `node_utilization`, `busy_node_steps`, `wasted_node_steps` (node-steps
+spent on tasks that later failed), `switches`, `conflicts`, `invalid_actions`, `t`. At the final step
+they are the episode totals. Invariant: completed + failed + rejected + active = arrived.
+
+## Arguments
+
+The same keyword names in every view (validated by `core_env.config.EnvConfig`, clear errors):
+
+| argument | default | meaning |
+|---|---|---|
+| `n_nodes` | 4 | N nodes (agents), 1–256 |
+| `n_slots` | 16 | K visible task slots, 1–1024 |
+| `arrival_steps` | 500 | arrival window T_arrive |
+| `load` | `"train"` | `"train"`, `"x1.25"`, `"x1.5"`, `"x2"` or an arrival intensity per node and step in (0, 1] |
+| `task_set` | `"id"` | `"id"`, `"rl_ood"`, `"vit_ood"`, `"stress"` or a custom `CurveBank` |
+| `curve_source` | `"corpus"` | curves of seeded workloads: `"corpus"` (real training runs) or `"prior"` (parametric prior fitted to the corpus); suites always replay corpus curves |
+| `reward` | `"shaped"` | `"shaped"` or `"sparse"` |
+| `kappa` | 0.5 | potential weight |
+| `history` | 8 | H losses per slot in the observation |
+| `node_speeds` | None | per-node speed multipliers (length N, each in [1e-3, 1e3]) |
+| `switch_cost` | 0.0 | fraction of a step's batches lost on a switch, in [0, 1) |
+| `strict` | False | raise on invalid (masked) choices instead of idling |
+| `max_cycles` | 5000 | truncation cap; assignable (`env.max_cycles = …`) |
+| `render_mode` | None | `"ansi"`, `"rgb_array"` (needs matplotlib) or `"human"` (prints ansi) |
+
+## Workloads and seeds
+
+- `reset(seed=s)` draws a workload from `numpy.random.default_rng(s)` on the task set's **train** curves.
+- `reset(options={"suite": "eval", "task_set": "id", "load": "train", "root": r, "episode": e})` replays
+  a pre-generated evaluation workload (10 evaluation roots × 4 episodes per task set and load, for
+  N = 4 nodes, on **eval** curves with targets set from the train curves, committed under
+  `core_env/data/suites/` with sha256 checksums; regenerate with `python -m core_env.suites`, which
+  reproduces the same decoded task tables on any machine).
+- `reset(options={"workload": w})` replays any `core_env.workload.Workload`.
+- Unknown option keys give a warning, not an error (PettingZoo's tests pass `{"options": 1}`).
+
+Same workload + same actions ⇒ identical observations, rewards and infos, across processes.
+
+**Task recipe (v1)** (per task, `core_env.recipe.TaskRecipe`, documented in `core_env.recipe`). A task
+is a training run submitted with a target and a deadline by someone who has not seen this run's curve
+but knows how runs of its **family** usually go (the *reference runs*: the task set's train split; for a
+custom bank, the bank itself):
+
+1. **curve**: uniform over the bank;
+2. **target**: the submitter budgets a share u ~ log-U(0.15, 1) of a typical run and asks for a loss
+   that a share q ~ U(0.4, 0.95) of the family's reference runs had reported by then (the q-quantile,
+   over reference runs, of the best loss reported within u · 60 node-steps at the reference rate). A
+   particular run may never reach it: its demand is then infinite, and reachability is itself
+   something to predict;
+3. **compute rate** (batches per node-step): the family's reference rate (a typical run takes 60
+   node-steps) times a multiplier ~ log-U(0.5, 2), independent of the curve and the target;
+4. **deadline**: arrival + ⌈slack · u · 60⌉ with slack ~ U(1, 3): family-level knowledge only, never the
+   task's own curve, demand or rate;
+5. **demand** (hidden) *emerges* from curve × target × rate: the nominal node-steps until the run's
+   reported loss first reaches the target. On the `id` evaluation suite at the training load: 16% of
+   tasks can never reach their target, median demand 10 node-steps, 90th percentile 33, windows 9–180.
+
+Every float that passes through `exp` (the log-uniform draws) and every target is **quantized** to 12
+significant bits (`core_env.recipe.quantize`, exact `frexp`/`ldexp`), so no SIMD code path can change a
+workload: `reset(seed=s)` draws the same workload on every machine and the suites regenerate to the
+same decoded task tables (a test compares them field by field).
+
+**Loads.** `load` is an **arrival intensity per node**: in each step of the arrival window each node's
+users submit a task with that probability, so a step brings Binomial(N, intensity) tasks (several may
+arrive at once) and a load means the same pressure at N = 4 and at N = 256. `train` = 0.1 per node and
+step (0.4 tasks per step at N = 4), `x1.25` = 0.125, `x1.5` = 0.15, `x2` = 0.2; a float in (0, 1] is an
+intensity. The training load and the recipe are calibrated on `id` so that EDF sits well below the MILP
+ceiling (the paper's regime: heuristics in the 50s, ceiling near 80); heavier loads lower everyone
+(docs/curves.md, `python -m benchmarks calibration`).
+
+**Leak audit.** The deadline window no longer gives the demand away: on the committed suites at the
+training load, Spearman(demand, window) over tasks with finite demand is 0.21 / 0.17 / 0.33 (id /
+rl_ood / vit_ood; v0: Pearson 0.76 / 0.79 / 0.76), and the leak probe `window-edf` (EDF with admission
+guessing demand as c · window − k, c fitted on train workloads, no curve values) scores no better than
+EDF, while EDF with the exact demand scores 20+ points more. `python -m benchmarks leakage` prints the
+audit (table below in docs/curves.md).
+
+**Ceilings.** `mara_agents.bounds.milp_ceiling` solves the offline optimum of a workload exactly as a
+MILP (scipy's HiGHS; unit-speed nodes, slot limit relaxed, so it bounds every K). It is a property of
+the workload: it was solved once per committed episode and stored with the suites
+(`core_env/data/suites/ceilings.json`, keyed by each suite file's sha256; `python -m benchmarks
+ceilings` recomputes it, resumably). `clairvoyant` (EDF among the tasks that can still finish, knowing
+the demand) is a strong heuristic, not a bound; the independent-feasibility number is a relaxation that
+ignores contention (with node speeds it grants each task the fastest node).
+
+**Curves.** `id`, `rl_ood` and `vit_ood` train on real training curves from the committed corpus
+(docs/curves.md): `id` = MLPs on scikit-learn datasets, 1-D CNNs on MNIST-1D and character-level
+language models; `vit_ood` = tiny vision transformers; `rl_ood` = actor-critic on CartPole and Acrobot
+(loss = 1 − normalized return). Evaluation suites use the eval split, seeded workloads the train split
+(disjoint runs). `curve_source="prior"` draws seeded workloads from the parametric prior fitted per
+family to the corpus instead.
+
+**Stress.** `task_set="stress"`: a deterministic constructed scenario (N = 4: 13 feasible tasks with
+slack exactly 1 and 7 never-finishing decoys that arrive earlier and have earlier deadlines) where FIFO
+and EDF complete 0%, while the MILP ceiling and a clairvoyant scheduler reach 65%.
+See `core_env.workload.stress_workload`.
+
+## Gymnasium view
+
+`gym.make("core_env/DiscreteCoRE-v1", **kwargs)` (registered on `import core_env`;
+`gym.make("core_env:core_env/DiscreteCoRE-v1")` needs no import). Centralized: observation
+`{"observation": (N, D) float32, "action_mask": (N, K + 1) int8}`, action `MultiDiscrete([K + 1] * N)`,
+scalar team reward, info = the statistics above with `conflict`/`invalid_action` as (N,) arrays, and
+`action_masks()` returning the flat boolean mask of length N·(K + 1) (sb3-contrib convention).
+
+## Version history
+
+- **v1 (2026-12)**: workloads that hide each task's demand, loads per node, an exact ceiling.
+  - *Why.* v0 set each deadline to `arrival + ceil(slack · n*)` from the task's **hidden demand** n*, and
+    solved batches per step so that every learner's demand landed on a drawn nominal value in [6, 40].
+    The deadline window, which every agent observes (age + steps to deadline), gave the demand away:
+    on the v0 suites corr(n*, window) was 0.76 / 0.79 / 0.76 (id / rl_ood / vit_ood) and the median
+    n*/window 0.54. A rule with no learning-curve model — EDF with admission, remaining demand guessed
+    as `0.5 · window − k`, demoted tasks on spare nodes — completed 64.1% on id/train (MARA 64.7, LARA
+    58.6, EDF 51.0), 68.7% on rl_ood and 57.9% on vit_ood, beating MARA in 8 of 9 task-set × load
+    scenarios; `window/2 − k` beat the flow-matching predictor in 8 of 9 cells of Table 1. v0's suites
+    also failed to regenerate on another CPU (133 of 3,038 `batches_per_step` values differed by one
+    ulp: numpy's `exp`/`log` take another SIMD path there), and its "clairvoyant" row was not an upper
+    bound (a MILP offline schedule beat it on 20 of 20 id/train episodes, 78.0 vs 76.0).
+  - *What changed.* The task recipe (targets from the family's reference runs, compute rates drawn
+    independently, deadlines from family-level knowledge; demand emerges and is sometimes infinite);
+    `load` is an arrival intensity per node (Binomial(N, ·) arrivals per step) with `train` = 0.1;
+    suites regenerated with 10 evaluation roots × 4 episodes, floats quantized so they regenerate on
+    any CPU; the MILP offline optimum stored per committed episode; node speeds validated to
+    [1e-3, 1e3] and a step is all-or-nothing; the shaped reward exposes its potential in infos; the AEC
+    view validates each agent's action at its own `step`. Spaces and observation layout are unchanged.
+  - `core_env.discrete_core_v0` and the ids `core_env/DiscreteCoRE-v0` / `core_env/discrete_core-v0`
+    raise an error pointing here.
+- v0 (2026-11): initial release (withdrawn: see v1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pettingzoo import AECEnv
+from pettingzoo.utils import wrappers
+from pettingzoo.utils.conversions import parallel_to_aec
+
+from core_env.parallel import DiscreteCoREParallelEnv, scalar_action
+
+
+class AgentActionCheck(wrappers.BaseWrapper):
+    """Checks each agent's action at its own AEC ``step()``, before the action is stored.
+
+    ``parallel_to_aec`` only collects actions and runs the parallel step at the last agent of a round, so
+    a bad action of an earlier agent would raise turns later, on another agent, and again at every step
+    until reset. Here a live agent's action must be an integer in ``[0, K]`` (``TypeError`` for None or a
+    non-integer, ``ValueError`` outside the range, both naming the agent) and, with ``strict=True``, a
+    choice the agent's action mask allows; a terminated or truncated agent's action must be None
+    (PettingZoo's dead step). A rejected action changes nothing: the same agent steps again.
+    """
+
+    def step(self, action: Any) -> None:
+        if not self.env.unwrapped.episode.started:
+            raise RuntimeError("call reset() before step()")
+        agent = self.env.agent_selection
+        if self.env.terminations.get(agent, True) or self.env.truncations.get(agent, True):  # a dead step
+            if action is not None:
+                raise ValueError(f"{agent} is terminated or truncated: its action must be None (a dead step), got {action!r}")
+            self.env.step(None)
+            return
+        config = self.env.unwrapped.config
+        if action is None:
+            raise TypeError(f"action for {agent} must be an integer in [0, {config.n_slots}], got None "
+                            "(None is the action of a terminated or truncated agent only)")
+        action = scalar_action(action, agent, config.n_slots)
+        if config.strict and not self.env.observe(agent)["action_mask"][action]:
+            raise ValueError(f"{agent}: action {action} chose slot {action - 1}, which holds no active task (strict=True)")
+        self.env.step(action)
+
+    def __str__(self) -> str:
+        return str(self.env)
+
+
+def parallel_env(**kwargs: Any) -> DiscreteCoREParallelEnv:
+    """The ParallelEnv (keyword arguments: see core_env.config.EnvConfig)."""
+    return DiscreteCoREParallelEnv(**kwargs)
+
+
+def raw_env(**kwargs: Any) -> AECEnv:
+    """The AEC form: the parallel env converted by ``parallel_to_aec``, each action checked at its own step."""
+    return AgentActionCheck(parallel_to_aec(parallel_env(**kwargs)))
+
+
+def env(**kwargs: Any) -> AECEnv:
+    """The AEC form (:func:`raw_env`) with PettingZoo's order-enforcing wrapper."""
+    return wrappers.OrderEnforcingWrapper(raw_env(**kwargs))
+
+
+__all__ = ["AgentActionCheck", "env", "parallel_env", "raw_env"]

@@ -1,0 +1,111 @@
+"""The MILP ceiling: exact on hand-made and brute-forced instances, never below a simulated schedule."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import numpy as np
+import pytest
+from conftest import tiny_workload
+
+from benchmarks.rollout import run_agent
+from core_env.config import EnvConfig
+from core_env.curves import CurveBank
+from core_env.workload import Workload, draw_workload, load_suite, stress_workload
+from mara_agents.bounds import independent_feasibility_bound, milp_ceiling
+from mara_agents.heuristics import Clairvoyant
+
+#: A learner whose reported loss at unit rate after m node-steps is 1/(1 + m): target 1/(1 + n) needs n.
+LEARNER = CurveBank("learner", [1.0 / (1.0 + np.arange(1, 65))], ["learner"])
+
+
+def unit_tasks(*tasks: tuple[int, int, int]) -> Workload:
+    """(arrival, deadline, demand) tasks on the learner at one batch per node-step."""
+    rows = [(a, d, 1.0 / (1.0 + n) + 1e-12, 1.0) for a, d, n in tasks]
+    workload = tiny_workload(rows, arrival_steps=max(a for a, _, _ in tasks) + 1, bank=LEARNER)
+    assert list(workload.demand) == [n for _, _, n in tasks]
+    return workload
+
+
+def test_milp_finds_the_known_optimum_where_clairvoyant_edf_falls_short():
+    # One node. L needs every step of [0, 3); S1..S3 need one step each before 4. Serving L (the earliest
+    # deadline, feasible at t = 0) completes L and one S: 2. Skipping L completes the three S: 3.
+    workload = unit_tasks((0, 3, 3), (0, 4, 1), (0, 4, 1), (0, 4, 1))
+    ceiling = milp_ceiling(workload, n_nodes=1)
+    assert ceiling.completed == 3 and ceiling.gap == 0 and ceiling.rate == pytest.approx(0.75)
+    config = EnvConfig(task_set=LEARNER, n_nodes=1, n_slots=4, reward="sparse")
+    assert run_agent(Clairvoyant(), [workload], config)["completed"][0] == 2
+
+
+def brute_force(workload: Workload, n_nodes: int) -> int:
+    """Most completions over every schedule (tiny instances only)."""
+    arrival, deadline, demand = workload.arrival.tolist(), workload.deadline.tolist(), workload.demand.tolist()
+    horizon = max(deadline)
+
+    @functools.lru_cache(maxsize=None)
+    def best(t: int, left: tuple[int, ...]) -> int:
+        if t == horizon:
+            return 0
+        live = [k for k in range(len(left)) if left[k] > 0 and arrival[k] <= t < deadline[k]]
+        top = 0
+        for size in range(min(n_nodes, len(live)) + 1):
+            for chosen in itertools.combinations(live, size):
+                after = list(left)
+                done = 0
+                for k in chosen:
+                    after[k] -= 1
+                    done += after[k] == 0
+                top = max(top, done + best(t + 1, tuple(after)))
+        return top
+
+    return best(0, tuple(int(n) if np.isfinite(n) else 10**6 for n in demand))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_milp_equals_brute_force_on_tiny_random_instances(seed):
+    rng = np.random.default_rng(seed)
+    n_nodes = int(rng.integers(1, 3))
+    tasks = []
+    for _ in range(int(rng.integers(3, 7))):
+        a = int(rng.integers(0, 4))
+        tasks.append((a, a + int(rng.integers(1, 5)), int(rng.integers(1, 5))))
+    tasks.sort()
+    workload = unit_tasks(*tasks)
+    assert milp_ceiling(workload, n_nodes).completed == brute_force(workload, n_nodes)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_milp_is_at_least_clairvoyant_on_small_episodes(seed):
+    from core_env.curves import bank_for
+
+    workload = draw_workload(bank_for("id", "eval"), 0.15, 60, np.random.default_rng([9, seed]), n_nodes=2,
+                             reference=bank_for("id", "train"))
+    config = EnvConfig(n_nodes=2, n_slots=64, arrival_steps=60)
+    clairvoyant = run_agent(Clairvoyant(), [workload], config)["completed"][0]
+    ceiling = milp_ceiling(workload, 2)
+    assert ceiling.gap == 0 and ceiling.completed >= clairvoyant
+    assert ceiling.completed <= workload.independently_feasible.sum()
+
+
+def test_milp_on_a_committed_episode_matches_its_stored_value():
+    from core_env.workload import suite_ceilings
+
+    stored = suite_ceilings("id", "train")[(0, 0)]
+    ceiling = milp_ceiling(load_suite("id", "train", 0, 0), 4)
+    assert ceiling.completed == stored["completed"] and ceiling.arrived == stored["arrived"]
+
+
+def test_stress_ceiling_is_65_percent():
+    assert milp_ceiling(stress_workload(4), 4).rate == pytest.approx(0.65)
+
+
+def test_bad_node_counts_raise():
+    with pytest.raises(ValueError, match="n_nodes must be an int >= 1"):
+        milp_ceiling(stress_workload(4), 0)
+
+
+def test_independent_feasibility_relaxation_grants_the_fastest_node():
+    workload = unit_tasks((0, 3, 4), (0, 4, 4))  # the first needs 4 unit steps in a window of 3
+    assert independent_feasibility_bound(workload) == 0.5
+    assert independent_feasibility_bound(workload, speeds=(1.0, 2.0)) == 1.0  # at speed 2 it needs 3 (interval means)
