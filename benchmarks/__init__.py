@@ -52,6 +52,15 @@ def write_results(name: str, payload: Mapping[str, Any], rows: Sequence[Mapping[
     return paths
 
 
+def add_suite_selection(parser: Any) -> None:
+    """``--task-sets`` and ``--loads`` options choosing committed evaluation suites (default: all)."""
+    from core_env.config import LOADS
+    from core_env.workload import SUITE_TASK_SETS
+
+    parser.add_argument("--task-sets", nargs="+", default=list(SUITE_TASK_SETS), choices=SUITE_TASK_SETS, help="default: all")
+    parser.add_argument("--loads", nargs="+", default=list(LOADS), choices=list(LOADS), help="default: all")
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A GitHub Markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]

@@ -31,10 +31,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description="Run a benchmark suite.",
                                      epilog=f"suites:\n{listing}", formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("suite", help=f"one of: {', '.join(SUITES)}")
-    args, rest = parser.parse_known_args(argv)
-    if args.suite not in SUITES:
-        parser.error(f"unknown suite {args.suite!r}; available suites: {', '.join(SUITES)}")
-    module, _, suite = SUITES[args.suite][0].partition(":")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("-"):  # no suite named: the top-level help or usage error
+        parser.parse_args(argv)
+        parser.error("name a suite first")
+    name, rest = argv[0], argv[1:]  # everything after the suite is the suite's own (its --help included)
+    if name not in SUITES:
+        parser.error(f"unknown suite {name!r}; available suites: {', '.join(SUITES)}")
+    module, _, suite = SUITES[name][0].partition(":")
     loaded = importlib.import_module(module)
     return (loaded.main_for(suite) if suite else loaded.main)(rest)
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from tqdm import tqdm
 
-from benchmarks import write_atomic
+from benchmarks import add_suite_selection, write_atomic
 from core_env.config import LOADS
 from core_env.workload import CEILINGS_PATH, SUITE_TASK_SETS, load_suite, suite_meta, suite_path, suite_sha256
 from mara_agents.bounds import MILP_TIME_LIMIT, milp_ceiling
@@ -53,8 +53,7 @@ def solve(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tup
 def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks ceilings", description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=MILP_TIME_LIMIT, help="seconds per episode (default %(default)s)")
-    parser.add_argument("--task-sets", nargs="+", default=list(SUITE_TASK_SETS), choices=SUITE_TASK_SETS)
-    parser.add_argument("--loads", nargs="+", default=list(LOADS), choices=list(LOADS))
+    add_suite_selection(parser)
     args = parser.parse_args(argv)
     if not args.time_limit > 0:
         parser.error(f"--time-limit must be > 0, got {args.time_limit}")

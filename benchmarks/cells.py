@@ -34,7 +34,7 @@ from core_env.curves import bank_for
 from core_env.workload import SUITE_EPISODES, Workload, draw_workload, load_suite, stress_workload
 
 #: Bump when a cell's result would change for the same key (invalidates every cached cell).
-FORMAT = 1
+FORMAT = 2  # 2: discrete_core_v1 workloads
 CELL_DIR = RESULTS_DIR / "cells"
 #: Per-episode statistics kept in a cell's result.
 EPISODE_STATS = ("completion_rate", "completed", "arrived", "failed", "rejected", "node_utilization", "busy_node_steps",
@@ -74,8 +74,9 @@ class Cell:
             return [load_suite(self.task_set, self.load, self.root, e) for e in range(self.episodes)]
         bank = bank_for(self.task_set, "eval", config.curve_source)
         tag = zlib.crc32(f"{self.task_set}|{self.load}|{config.n_nodes}".encode())
-        return [draw_workload(bank, config.arrival_intensity, config.arrival_steps, np.random.default_rng([_DRAWN_SEED, tag, self.root, e]), n_nodes=config.n_nodes)
-                for e in range(self.episodes)]
+        reference = bank_for(self.task_set, "train", config.curve_source)  # targets and deadlines from train runs, as in the suites
+        return [draw_workload(bank, config.arrival_intensity, config.arrival_steps, np.random.default_rng([_DRAWN_SEED, tag, self.root, e]),
+                              n_nodes=config.n_nodes, reference=reference) for e in range(self.episodes)]
 
 
 def run_cell(cell: Cell) -> dict[str, Any]:

@@ -32,7 +32,7 @@ import numpy as np
 from scipy.stats import spearmanr
 from tqdm import tqdm
 
-from benchmarks import markdown_table, write_results
+from benchmarks import add_suite_selection, markdown_table, write_results
 from benchmarks.quick import summarize
 from benchmarks.rollout import run_agent
 from core_env.config import LOADS, EnvConfig
@@ -108,8 +108,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks leakage", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="directory for leakage.json (default benchmarks/results)")
-    parser.add_argument("--task-sets", nargs="+", default=list(SUITE_TASK_SETS), choices=SUITE_TASK_SETS)
-    parser.add_argument("--loads", nargs="+", default=list(LOADS), choices=list(LOADS))
+    add_suite_selection(parser)
     args = parser.parse_args(argv)
     start = time.perf_counter()
     result = evaluate(args.task_sets, args.loads)

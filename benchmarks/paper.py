@@ -41,8 +41,8 @@ DIFFERENCES = (("mara", "lara"), ("mara", "lara-fm"), ("mara", TEACHER), ("mara"
 HEAVY_SEEDS = (0,)
 #: Falsifier scenario: heterogeneous node speeds and a switching cost (zero-shot for learned agents).
 FALSIFIER_ENV = (("node_speeds", (0.5, 0.75, 1.25, 1.5)), ("switch_cost", 0.2))
-#: Scale scenarios: more nodes and slots, the arrival rate scaled with N as far as one arrival per step allows.
-SCALE_ENVS = {"N=8": ((("n_nodes", 8), ("n_slots", 32)), 0.60), "N=16": ((("n_nodes", 16), ("n_slots", 64)), 1.0)}
+#: Scale scenarios: more nodes and slots at the training load (an intensity per node: the same pressure at any N).
+SCALE_ENVS = {"N=8": ((("n_nodes", 8), ("n_slots", 32)), "train"), "N=16": ((("n_nodes", 16), ("n_slots", 64)), "train")}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,6 +46,9 @@ SUITE_EPISODES = 4
 SUITE_NODES = 4
 SUITE_SEED = 20261201
 SUITE_TASK_SETS = ("id", "rl_ood", "vit_ood")
+#: Largest batches per node-step a workload may hold (times the largest node speed, 1e3, progress stays
+#: far below 2^53, where float64 positions stop being exact to a batch).
+MAX_BATCHES_PER_STEP = 1e9
 _TASK_FIELDS = ("arrival", "deadline", "target", "batches_per_step", "curve", "demand")
 
 
@@ -97,8 +100,9 @@ class Workload:
             raise ValueError("every deadline must be later than its task's arrival")
         if not (np.all(np.isfinite(self.target)) and np.all(self.target > 0)):
             raise ValueError("targets must be finite and > 0")
-        if not (np.all(np.isfinite(self.batches_per_step)) and np.all(self.batches_per_step > 0)):
-            raise ValueError("batches_per_step must be finite and > 0")
+        if not (np.all(np.isfinite(self.batches_per_step)) and np.all(self.batches_per_step > 0)
+                and np.all(self.batches_per_step <= MAX_BATCHES_PER_STEP)):
+            raise ValueError(f"batches_per_step must be finite, > 0 and <= {MAX_BATCHES_PER_STEP:g}")
         if np.any(self.curve < 0) or np.any(self.curve >= len(self.bank)):
             raise ValueError(f"curve indices must lie in [0, {len(self.bank)})")
 
