@@ -41,8 +41,10 @@ bench: $(STAMP)
 perf: $(STAMP)
 	$(BIN)/python -m benchmarks perf
 
+# regenerate the evaluation suites, then their stored MILP ceilings (resumable; minutes)
 suites: $(STAMP)
 	$(BIN)/python -m core_env.suites
+	$(BIN)/python -m benchmarks ceilings
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -50,9 +50,10 @@ the two identical).
    curve the loss stays at the mean of the curve's last window (a plateau).
 3. **Completion.** A served task whose reported loss is ≤ its target completes: +1 team reward, slot freed.
 4. **Deadline.** A task still active when t + 1 reaches its deadline fails and leaves.
-5. **Arrivals.** While t < T_arrive (`arrival_steps`, default 500) a task arrives with probability p
-   (the load). It takes the lowest free slot; with every slot full it is *rejected* (counted as arrived
-   and not completed).
+5. **Arrivals.** While t < T_arrive (`arrival_steps`, default 500) each node's users submit a task
+   with probability `load` (an intensity per node), so Binomial(N, load) tasks arrive in a step. Each
+   takes the lowest free slot; with every slot full it is *rejected* (counted as arrived and not
+   completed).
 6. **Episode end.** After the arrival window, once no task is active, the episode **terminates** (a
    true terminal state: nothing is left to decide). `max_cycles` (default 5000) **truncates** as a safety
    net only; a truncated episode may end with tasks in progress (see Rewards for its shaped return). All

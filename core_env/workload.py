@@ -10,12 +10,10 @@ step ``a``; with deadline ``d`` it may be served in steps ``a, ..., d - 1`` and 
 ``d - 1`` if its reported loss has not reached the target. Its window is ``d - a`` node-steps, and it is
 independently feasible iff its nominal demand is at most its window.
 
-Task recipe (per task): a curve drawn uniformly from the bank; a difficulty ``q ~ U(q_lo, q_hi)``
-sets the target to the smoothed curve at ``q`` of its length; a nominal demand ``D`` (log-uniform, in
-node-steps) sets batches per step to ``q·L / D``; the exact nominal demand ``n*`` is then computed from
-the reported (interval-averaged) losses; the deadline is ``a + ceil(slack · n*)`` with
-``slack ~ U(1, 3)``, except for a share of tight tasks with ``slack ~ U(0.5, 1)`` (infeasible by
-construction). Non-learner curves get a target well below their level and are infeasible by nature.
+Arrivals (v1): in each step of the arrival window each node's users submit a task with probability
+``intensity`` (:func:`draw_arrivals`), so the load means the same pressure at any N. Each task is then
+drawn by the v1 recipe (:mod:`core_env.recipe`): target, compute rate and deadline from family-level
+knowledge only; the hidden demand emerges from curve × target × rate and is sometimes infinite.
 """
 
 from __future__ import annotations
