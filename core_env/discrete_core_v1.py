@@ -160,8 +160,9 @@ custom bank, the bank itself):
 4. **deadline**: arrival + ⌈slack · u · 60⌉ with slack ~ U(1, 3): family-level knowledge only, never the
    task's own curve, demand or rate;
 5. **demand** (hidden) *emerges* from curve × target × rate: the nominal node-steps until the run's
-   reported loss first reaches the target. On the `id` evaluation suite at the training load: 16% of
-   tasks can never reach their target, median demand 10 node-steps, 90th percentile 33, windows 9–180.
+   reported loss first reaches the target. On the `id` evaluation suite at the training load: 17% of
+   tasks can never reach their target; finite demands have median 10 node-steps, 90th percentile 35,
+   maximum 118; windows run from 10 to 179 (median 45).
 
 Every float that passes through `exp` (the log-uniform draws) and every target is **quantized** to 12
 significant bits (`core_env.recipe.quantize`, exact `frexp`/`ldexp`), so no SIMD code path can change a
@@ -177,11 +178,13 @@ ceiling (the paper's regime: heuristics in the 50s, ceiling near 80); heavier lo
 (docs/curves.md, `python -m benchmarks calibration`).
 
 **Leak audit.** The deadline window no longer gives the demand away: on the committed suites at the
-training load, Spearman(demand, window) over tasks with finite demand is 0.21 / 0.17 / 0.33 (id /
-rl_ood / vit_ood; v0: Pearson 0.76 / 0.79 / 0.76), and the leak probe `window-edf` (EDF with admission
+training load, Spearman(demand, window) over tasks with finite demand is 0.21 / 0.25 / 0.39 (id /
+rl_ood / vit_ood; Pearson 0.16 / 0.20 / 0.31, against 0.76 / 0.79 / 0.76 on v0), and the median
+demand/window 0.24 (v0: 0.54); the leak probe `window-edf` (EDF with admission
 guessing demand as c · window − k, c fitted on train workloads, no curve values) scores no better than
-EDF, while EDF with the exact demand scores 20+ points more. `python -m benchmarks leakage` prints the
-audit (table below in docs/curves.md).
+EDF on `id` and `rl_ood` (−1.2 and −0.2 points) and +2.1 on `vit_ood`, while EDF with the exact demand
+scores 17–23 points more than the probe. `python -m benchmarks leakage` prints the audit (full table in
+docs/curves.md).
 
 **Ceilings.** `mara_agents.bounds.milp_ceiling` solves the offline optimum of a workload exactly as a
 MILP (scipy's HiGHS; unit-speed nodes, slot limit relaxed, so it bounds every K). It is a property of

@@ -118,7 +118,7 @@ class Workload:
         return self.demand <= self.window
 
     def feasibility_bound(self) -> float:
-        """Independent-feasibility upper bound on the completion rate (ignores contention)."""
+        """Independent-feasibility relaxation of the completion rate: the share of tasks that fit their window alone (ignores contention; the ceiling is the MILP, :mod:`mara_agents.bounds`)."""
         return float(self.independently_feasible.mean()) if len(self) else 0.0
 
 

@@ -12,7 +12,7 @@ FlattenObservation     one float32 Box ``[observation, action_mask]``; mask also
 MaskToInfo             the Box ``observation``; the int8 mask moves to ``infos[a]["action_mask"]``
 RLlibKeys              Dict ``{"observations", "action_mask"}`` (RLlib's action-masking RLModule)
 LongerHistory          the canonical Dict with H reported log losses per slot (≙ ``history=H``)
-OracleDemand           unchanged; adds the HIDDEN remaining demand to ``infos[a]`` (upper bounds only)
+OracleDemand           unchanged; adds the HIDDEN remaining demand to ``infos[a]`` (oracle rows only)
 EpisodeRecorder        unchanged; records the workload and every action for :func:`replay`
 =====================  ==============================================================================
 
@@ -193,7 +193,7 @@ class LongerHistory(ObservationWrapper):
 class OracleDemand(ObservationWrapper):
     """HIDDEN INFORMATION: adds each slot's true remaining demand to ``infos[agent]["remaining_demand"]``.
 
-    For upper-bound agents (clairvoyant schedulers, oracle predictors) only: never apply it by default,
+    For oracle agents (clairvoyant schedulers, oracle predictors) only: never apply it by default,
     never feed it to an agent whose results are reported as non-clairvoyant. Library-neutral.
 
     ``infos[agent]["remaining_demand"]`` is a float64 (K,) array (a fresh copy per agent): the nominal

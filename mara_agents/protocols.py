@@ -2,7 +2,7 @@
 
 An agent decides for B environments at once: observations (B, N, D) float32 and action masks
 (B, N, K+1) int8 in (the layout of :func:`core_env.features.observations`), actions (B, N) int64 out,
-0 = idle and k = the task in slot k - 1. Oracle agents (upper bounds, not schedulers a cluster could
+0 = idle and k = the task in slot k - 1. Oracle agents (strong heuristics that know the demand, not schedulers a cluster could
 run) set ``needs_oracle = True`` and also receive the hidden remaining demand.
 
 A predictor maps M tasks' reported-loss histories, targets and remaining budgets to a summary of their

@@ -159,7 +159,7 @@ class PredictorFeatures(ObservationWrapper):
 
     Args:
         env: a core_env PettingZoo ParallelEnv (possibly wrapped).
-        predictor: any :class:`Predictor` (an oracle one gives upper-bound features only).
+        predictor: any :class:`Predictor` (an oracle one gives oracle-only features).
         cap: node-steps at which demand features saturate (default: the predictor's horizon).
     """
 

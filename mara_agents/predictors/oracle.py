@@ -1,4 +1,4 @@
-"""Oracle predictor: the hidden remaining demand, as a point mass. For upper-bound rows only.
+"""Oracle predictor: the hidden remaining demand, as a point mass. For oracle rows only (strong heuristics that know the demand; the ceiling is the MILP).
 
 It reads ``oracle={"remaining_demand": (M,)}``, the simulator's hidden nominal remaining demand
 (:meth:`core_env.sim.Simulator.remaining_demand`, or :class:`core_env.wrappers.OracleDemand`'s infos),
