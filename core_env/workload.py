@@ -44,9 +44,9 @@ SUITE_EPISODES = 4
 SUITE_NODES = 4
 SUITE_SEED = 20261201
 SUITE_TASK_SETS = ("id", "rl_ood", "vit_ood")
-#: Largest batches per node-step a workload may hold (times the largest node speed, 1e3, progress stays
-#: far below 2^53, where float64 positions stop being exact to a batch).
-MAX_BATCHES_PER_STEP = 1e9
+#: Largest batches per node-step a workload may hold: times the largest node speed (1e3) and any episode
+#: length, progress stays a finite float64 (the simulator continues past 2^62 batches on the plateau).
+MAX_BATCHES_PER_STEP = 1e18
 _TASK_FIELDS = ("arrival", "deadline", "target", "batches_per_step", "curve", "demand")
 
 

@@ -263,7 +263,7 @@ def test_suite_file_missing_from_disk_or_manifest_is_reported(suite_copy):
     ([(5, 9, 1.0, 1.0)], 5, r"arrivals must lie in \[0, 5\)"),
     ([(0, 9, 0.0, 1.0)], 5, "targets must be finite and > 0"),
     ([(0, 9, 1.0, 0.0)], 5, "batches_per_step must be finite, > 0"),
-    ([(0, 9, 1.0, 1e306)], 5, r"batches_per_step must be finite, > 0 and <= 1e\+09"),
+    ([(0, 9, 1.0, 1e306)], 5, r"batches_per_step must be finite, > 0 and <= 1e\+18"),
     ([(0, 9, 1.0, 1.0, 2)], 5, r"curve indices must lie in \[0, 2\)"),
     ([], 0, "arrival_steps must be an int >= 1"),
     ([(0, 9, 1.0, 1.0)], 1.5, "arrival_steps must be an int >= 1"),
