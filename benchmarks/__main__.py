@@ -9,14 +9,14 @@ from collections.abc import Sequence
 
 #: Suite name -> (module with ``main(argv) -> int``, one-line description).
 SUITES = {
-    "quick": ("benchmarks.quick", "heuristics and learning-aware allocators on id/train (5 evaluation roots) and the stress scenario"),
+    "quick": ("benchmarks.quick", "heuristics and learning-aware allocators on id/train (10 evaluation roots) and the stress scenario, with the MILP ceiling"),
     "ceilings": ("benchmarks.ceilings", "the MILP offline optimum of every committed evaluation episode (stored with the suites)"),
     "leakage": ("benchmarks.leakage", "leak audit: does the deadline window give the hidden demand away? (window-EDF vs EDF vs oracle, MILP)"),
-    "calibration": ("benchmarks.calibration", "FIFO, EDF, clairvoyant and the feasibility bound per task set and load"),
+    "calibration": ("benchmarks.calibration", "FIFO, EDF, clairvoyant, the MILP ceiling and the feasibility relaxation per task set and load"),
     "perf": ("benchmarks.perf", "env-steps/s of the PettingZoo, Gymnasium and batched views vs a minimal ParallelEnv"),
     "prediction": ("benchmarks.prediction", "Table 1: remaining-demand prediction error per task set and predictor"),
     "paper": ("benchmarks.report:paper", "Table 2: completion of every agent per task set at the training load and heavier loads"),
-    "stress": ("benchmarks.report:stress", "Table 3: the stress scenario (FIFO = EDF = 0; bound 65%)"),
+    "stress": ("benchmarks.report:stress", "Table 3: the stress scenario (FIFO = EDF = 0; ceiling 65%)"),
     "diagnostics": ("benchmarks.report:diagnostics", "Table 4: utilization, wasted node-steps, switches, conflicts, decision latency"),
     "shaping": ("benchmarks.report:shaping", "Table 5: shaped vs sparse reward (MARA vs MARA-sparse)"),
     "falsifier": ("benchmarks.report:falsifier", "heterogeneous node speeds + switching cost, zero-shot: does MARA's margin survive?"),

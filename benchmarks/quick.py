@@ -54,7 +54,7 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
 
     Returns:
         ``{"summary": {row: {scenario: {"mean", "sd"}}}, "episodes": [per-episode records]}`` with a row
-        per agent plus the independent-feasibility bound; completion in %.
+        per agent plus the MILP ceiling and the independent-feasibility relaxation; completion in %.
     """
     summary: dict[str, dict[str, dict[str, float]]] = {}
     records: list[dict[str, Any]] = []
