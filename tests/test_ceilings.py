@@ -109,3 +109,39 @@ def test_independent_feasibility_relaxation_grants_the_fastest_node():
     workload = unit_tasks((0, 3, 4), (0, 4, 4))  # the first needs 4 unit steps in a window of 3
     assert independent_feasibility_bound(workload) == 0.5
     assert independent_feasibility_bound(workload, speeds=(1.0, 2.0)) == 1.0  # at speed 2 it needs 3 (interval means)
+
+
+def test_ceilings_run_resumes_after_an_interruption_and_the_reader_checks_checksums(tmp_path, monkeypatch):
+    import json
+
+    from benchmarks import ceilings
+    from core_env import workload as wl
+    from mara_agents.bounds import Ceiling
+
+    path = tmp_path / "ceilings.json"
+    monkeypatch.setattr(ceilings, "CEILINGS_PATH", path)
+    monkeypatch.setattr(wl, "CEILINGS_PATH", path)
+    solved = []
+
+    def fake(workload, n_nodes, time_limit):
+        if len(solved) == 5:
+            raise KeyboardInterrupt  # the run is stopped after 5 episodes
+        solved.append(len(workload))
+        return Ceiling(1, 1.0, len(workload), 0.0, 0.0, "fake")
+
+    monkeypatch.setattr(ceilings, "milp_ceiling", fake)
+    with pytest.raises(KeyboardInterrupt):
+        ceilings.solve(["id"], ["train"])
+    assert len(json.loads(path.read_text())["id__train.npz"]["episodes"]) == 5  # every finished episode kept
+    with pytest.raises(ValueError, match="lack root 1 episode 1"):
+        wl.suite_ceilings("id", "train")
+    solved.clear()
+    monkeypatch.setattr(ceilings, "milp_ceiling", lambda w, n, t: (solved.append(1), Ceiling(1, 1.0, len(w), 0.0, 0.0, "fake"))[1])
+    ceilings.solve(["id"], ["train"])
+    assert len(solved) == 35  # only the episodes left
+    assert len(wl.suite_ceilings("id", "train")) == 40
+    store = json.loads(path.read_text())
+    store["id__train.npz"]["sha256"] = "0" * 64  # solved for another version of the suite file
+    path.write_text(json.dumps(store))
+    with pytest.raises(ValueError, match="another version of the file"):
+        wl.suite_ceilings("id", "train")

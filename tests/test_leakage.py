@@ -48,3 +48,17 @@ def test_v1_id_workloads_hide_the_demand_from_the_window(tmp_path):
     assert result["criteria"]["hides_demand"] is True
     assert row["edf"] < row["clairvoyant"] <= row["milp"] + 1e-9 <= row["bound"] + 2e-9
     assert result["window_factor"]["id"] in leakage.FACTORS
+
+
+def test_calibration_puts_edf_well_below_the_milp_ceiling_and_stress_at_the_ceiling(tmp_path):
+    from benchmarks import calibration
+
+    rows = calibration.evaluate(["id"], ["train", "x2"])
+    train, heavy, stress = rows
+    assert (train["load"], heavy["load"], stress["task_set"]) == ("train", "x2", "stress")
+    assert 45 <= train["edf"]["mean"] <= 60 and 70 <= train["milp"]["mean"] <= 85  # the paper's regime
+    for row in (train, heavy):
+        assert row["edf"]["mean"] < row["clairvoyant"]["mean"] <= row["milp"]["mean"] + 1e-9 <= row["bound"]["mean"] + 2e-9
+    assert all(heavy[c]["mean"] < train[c]["mean"] for c in ("fifo", "edf", "clairvoyant", "milp"))  # heavier loads lower everyone
+    assert stress["fifo"]["mean"] == stress["edf"]["mean"] == 0.0
+    assert stress["clairvoyant"]["mean"] == pytest.approx(stress["milp"]["mean"]) == pytest.approx(65.0)
