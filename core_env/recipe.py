@@ -122,10 +122,21 @@ class FamilyReference:
 
     def target(self, family: str, share: float, quantile: float) -> float:
         """The ``quantile`` over reference runs of the best loss reported within ``share`` of a typical run."""
-        if family not in self._best:
-            raise ValueError(f"no reference runs of family {family!r}; reference families: {self.families}")
-        step = min(self.steps, max(1, int(np.ceil(share * self.recipe.typical_run_steps))))
-        return float(np.quantile(self._best[family][:, step - 1], quantile))
+        return float(self.targets(np.array([family]), np.array([share]), np.array([quantile]))[0])
+
+    def targets(self, family: np.ndarray, share: np.ndarray, quantile: np.ndarray) -> np.ndarray:
+        """:meth:`target` of many tasks, (m,): one quantile call per family and 256 tasks (the same values as
+        one by one: numpy's quantile is elementwise in the levels)."""
+        family = np.asarray(family)
+        step = np.minimum(self.steps, np.maximum(1, np.ceil(np.asarray(share) * self.recipe.typical_run_steps).astype(np.int64)))
+        out = np.empty(family.size)
+        for f in np.unique(family).tolist():
+            if f not in self._best:
+                raise ValueError(f"no reference runs of family {f!r}; reference families: {self.families}")
+            for mine in np.array_split(np.flatnonzero(family == f), max(1, -(-int(np.sum(family == f)) // 256))):
+                table = np.quantile(self._best[f][:, step[mine] - 1], np.asarray(quantile)[mine], axis=0)  # (q, task), ≤ 256²
+                out[mine] = table[np.arange(mine.size), np.arange(mine.size)]
+        return out
 
 
 def draw_tasks(bank: CurveBank, reference: FamilyReference, m: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -138,7 +149,7 @@ def draw_tasks(bank: CurveBank, reference: FamilyReference, m: int, rng: np.rand
     multiplier = quantize(np.exp(rng.uniform(*np.log(recipe.rate_spread), size=m)))
     slack = rng.uniform(*recipe.slack, size=m)
     family = bank.family[curve]
-    target = quantize(np.array([reference.target(f, u, q) for f, u, q in zip(family.tolist(), share.tolist(), quantile.tolist())]))
+    target = quantize(reference.targets(family, share, quantile))
     rate = quantize(np.array([reference.rate[f] for f in family.tolist()]) * multiplier)
     window = np.maximum(1, np.ceil(slack * share * recipe.typical_run_steps)).astype(np.int64)
     demand = bank.demands(curve, target, rate)

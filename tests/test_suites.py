@@ -161,6 +161,10 @@ def test_family_reference_targets_come_from_the_reference_runs_best_reports():
     assert np.mean(np.array(best) <= easy) >= 0.9 - 1 / runs.size  # a share q of reference runs got there (interpolated quantile)
     with pytest.raises(ValueError, match="no reference runs of family 'charlm'"):
         reference.target("charlm", 0.5, 0.5)
+    rng = np.random.default_rng(2)  # the batched targets equal the one-by-one ones exactly
+    family = bank.family[rng.integers(0, len(bank), 600)]
+    share, level = rng.uniform(0.15, 1.0, 600), rng.uniform(0.4, 0.95, 600)
+    assert np.array_equal(reference.targets(family, share, level), [reference.target(f, u, q) for f, u, q in zip(family, share, level)])
 
 
 @pytest.mark.parametrize("bad, match", [({"budget_share": (0.0, 1.0)}, "budget_share"), ({"slack": (3.0, 1.0)}, "slack"),
