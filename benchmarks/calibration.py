@@ -24,7 +24,7 @@ from benchmarks import markdown_table, write_results
 from benchmarks.quick import summarize
 from benchmarks.rollout import run_agent
 from core_env.config import LOADS, EnvConfig
-from core_env.workload import SUITE_TASK_SETS, load_suite, stress_workload, suite_ceilings, suite_meta
+from core_env.workload import SUITE_TASK_SETS, load_suite, stress_workload, suite_ceiling_rates, suite_cells, suite_meta
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 from mara_agents.heuristics import HEURISTICS
 
@@ -45,12 +45,10 @@ def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = 
     """One row per (task set, load), then the stress scenario: {column: {"mean", "sd"}} in %."""
     rows = []
     for task_set, load in tqdm([(t, l) for t in task_sets for l in loads], desc="calibration", leave=False):
-        meta = suite_meta(task_set, load)
-        cells = [(r, e) for r in range(meta["roots"]) for e in range(meta["episodes"])]
-        ceilings = suite_ceilings(task_set, load)
-        milp = np.array([ceilings[c]["completed"] / max(ceilings[c]["arrived"], 1) for c in cells])
+        cells = suite_cells(task_set, load)
         workloads = [load_suite(task_set, load, r, e) for r, e in cells]
-        rows.append(_row(task_set, load, EnvConfig(task_set=task_set, load=load, n_nodes=meta["n_nodes"]), workloads, cells, milp))
+        config = EnvConfig(task_set=task_set, load=load, n_nodes=suite_meta(task_set, load)["n_nodes"])
+        rows.append(_row(task_set, load, config, workloads, cells, suite_ceiling_rates(task_set, load, cells)))
     stress = stress_workload(4)
     rows.append(_row("stress", "-", EnvConfig(task_set="stress", n_nodes=4), [stress], [(0, 0)], np.array([milp_ceiling(stress, 4).rate])))
     return rows

@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from benchmarks import add_suite_selection, write_atomic
 from core_env.config import LOADS
-from core_env.workload import CEILINGS_PATH, SUITE_TASK_SETS, load_suite, suite_meta, suite_path, suite_sha256
+from core_env.workload import CEILINGS_PATH, SUITE_TASK_SETS, load_suite, suite_cells, suite_meta, suite_path, suite_sha256
 from mara_agents.bounds import MILP_TIME_LIMIT, milp_ceiling
 
 
@@ -38,8 +38,7 @@ def solve(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tup
             entry = store.get(name)
             if entry is None or entry.get("sha256") != sha or entry.get("time_limit") != time_limit:
                 entry = store[name] = {"sha256": sha, "n_nodes": meta["n_nodes"], "time_limit": time_limit, "slot_limit": "relaxed", "episodes": {}}
-            cells = [(r, e) for r in range(meta["roots"]) for e in range(meta["episodes"])]
-            for root, episode in tqdm(cells, desc=f"MILP {task_set}/{load}", leave=False):
+            for root, episode in tqdm(suite_cells(task_set, load), desc=f"MILP {task_set}/{load}", leave=False):
                 key = f"{root}/{episode}"
                 if key in entry["episodes"]:
                     continue

@@ -37,7 +37,7 @@ from benchmarks.quick import summarize
 from benchmarks.rollout import run_agent
 from core_env.config import LOADS, EnvConfig
 from core_env.curves import bank_for
-from core_env.workload import SUITE_TASK_SETS, draw_workload, load_suite, suite_ceilings, suite_meta
+from core_env.workload import SUITE_TASK_SETS, draw_workload, load_suite, suite_ceiling_rates, suite_ceilings, suite_cells, suite_meta
 from mara_agents.allocators import make_allocator
 from mara_agents.bounds import independent_feasibility_bounds
 from mara_agents.heuristics import EDF, Clairvoyant, WindowEDF
@@ -62,8 +62,7 @@ def fit_factor(task_set: str, n_nodes: int, episodes: int = FIT_EPISODES) -> tup
 
 def audit(task_set: str, load: str, factor: float) -> dict[str, Any]:
     """One row of the audit (module docstring) on a committed suite."""
-    meta = suite_meta(task_set, load)
-    cells = [(r, e) for r in range(meta["roots"]) for e in range(meta["episodes"])]
+    meta, cells = suite_meta(task_set, load), suite_cells(task_set, load)
     workloads = [load_suite(task_set, load, r, e) for r, e in cells]
     config = EnvConfig(task_set=task_set, load=load, n_nodes=meta["n_nodes"])
     demand = np.concatenate([w.demand for w in workloads])
@@ -75,9 +74,8 @@ def audit(task_set: str, load: str, factor: float) -> dict[str, Any]:
     agents = {"edf": EDF(), "window_edf": WindowEDF(factor), "oracle_admission": make_allocator("edf-admission:oracle"), "clairvoyant": Clairvoyant()}
     for name, agent in agents.items():
         row[name] = summarize(run_agent(agent, workloads, config)["completion_rate"], cells)
-    ceilings = suite_ceilings(task_set, load)
-    row["milp"] = summarize(np.array([ceilings[c]["completed"] / max(ceilings[c]["arrived"], 1) for c in cells]), cells)
-    row["milp_max_gap"] = max(ceilings[c]["gap"] for c in cells)
+    row["milp"] = summarize(suite_ceiling_rates(task_set, load, cells), cells)
+    row["milp_max_gap"] = max(c["gap"] for c in suite_ceilings(task_set, load).values())
     row["bound"] = summarize(independent_feasibility_bounds(workloads), cells)
     return row
 

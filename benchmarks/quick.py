@@ -22,7 +22,7 @@ from tqdm import tqdm
 from benchmarks import markdown_table, write_results
 from benchmarks.rollout import run_agent
 from core_env.config import EnvConfig
-from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, Workload, load_suite, stress_workload, suite_ceilings
+from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, Workload, load_suite, stress_workload, suite_ceiling_rates
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 from benchmarks.agents import QUICK_ROWS, is_learned, make_agent
 
@@ -71,8 +71,7 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
                 record.update({key: stats[key][i].item() for key in EPISODE_COLUMNS})
                 record["feasibility_bound"] = float(bounds[scenario][i])
                 records.append(record)
-    stored = suite_ceilings("id", "train")
-    milp = {"id/train": np.array([stored[c]["completed"] / max(stored[c]["arrived"], 1) for c in cases["id/train"][2]]),
+    milp = {"id/train": suite_ceiling_rates("id", "train", cases["id/train"][2]),
             "stress": np.array([milp_ceiling(w, cases["stress"][0].n_nodes).rate for w in cases["stress"][1]])}
     summary[MILP] = {scenario: summarize(milp[scenario], cells) for scenario, (_, _, cells) in cases.items()}
     summary[BOUND] = {scenario: summarize(bounds[scenario], cells) for scenario, (_, _, cells) in cases.items()}

@@ -26,6 +26,7 @@ import json
 import warnings
 import zlib
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -278,26 +279,36 @@ def suite_sha256(task_set: str, load: str) -> str:
     return json.loads(SUITE_MANIFEST.read_text())[suite_path(task_set, load).name]
 
 
+def suite_cells(task_set: str, load: str) -> list[tuple[int, int]]:
+    """Every (evaluation root, episode) of a committed suite, roots outer."""
+    meta = suite_meta(task_set, load)
+    return [(r, e) for r in range(meta["roots"]) for e in range(meta["episodes"])]
+
+
 def suite_ceilings(task_set: str, load: str) -> dict[tuple[int, int], dict[str, Any]]:
     """The stored MILP ceilings of a suite, ``{(root, episode): {"completed", "bound", "arrived", "gap", ...}}``.
 
     Raises ValueError when ``ceilings.json`` is missing, holds no entry for the suite, was solved for
     another version of the suite file (checksum), or lacks an episode.
     """
-    meta, sha = suite_meta(task_set, load), suite_sha256(task_set, load)
-    name = suite_path(task_set, load).name
+    sha, name = suite_sha256(task_set, load), suite_path(task_set, load).name
     if not CEILINGS_PATH.exists():
         raise ValueError(f"no stored MILP ceilings ({CEILINGS_PATH} is missing); run `python -m benchmarks ceilings`")
     entry = json.loads(CEILINGS_PATH.read_text()).get(name)
     if entry is None or entry.get("sha256") != sha:
         raise ValueError(f"the stored MILP ceilings of {name} are missing or were solved for another version of the file; run `python -m benchmarks ceilings`")
     out = {}
-    for r in range(meta["roots"]):
-        for e in range(meta["episodes"]):
-            if f"{r}/{e}" not in entry["episodes"]:
-                raise ValueError(f"the stored MILP ceilings of {name} lack root {r} episode {e}; run `python -m benchmarks ceilings`")
-            out[(r, e)] = entry["episodes"][f"{r}/{e}"]
+    for r, e in suite_cells(task_set, load):
+        if f"{r}/{e}" not in entry["episodes"]:
+            raise ValueError(f"the stored MILP ceilings of {name} lack root {r} episode {e}; run `python -m benchmarks ceilings`")
+        out[(r, e)] = entry["episodes"][f"{r}/{e}"]
     return out
+
+
+def suite_ceiling_rates(task_set: str, load: str, cells: Sequence[tuple[int, int]]) -> np.ndarray:
+    """(len(cells),) the stored MILP optimum completion rate of each (root, episode) of a suite."""
+    stored = suite_ceilings(task_set, load)
+    return np.array([stored[c]["completed"] / max(stored[c]["arrived"], 1) for c in cells], dtype=np.float64)
 
 
 def load_suite(task_set: str, load: str, root: int, episode: int) -> Workload:
