@@ -68,10 +68,16 @@ class PriorityAgent(Agent):
         """(B, K) bool tasks that may be served; by default every active one."""
         return active
 
+    def demoted(self, observation: np.ndarray, admitted: np.ndarray) -> np.ndarray | None:
+        """(B, K) bool admitted tasks served only on nodes left over after the others, or None (default)."""
+        return None
+
     def act(self, observation: np.ndarray, action_mask: np.ndarray, oracle: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
         if observation.ndim != 3 or action_mask.ndim != 3 or observation.shape[:2] != action_mask.shape[:2]:
             raise ValueError(f"expected observation (B, N, D) and action_mask (B, N, K+1), got {observation.shape} and {action_mask.shape}")
         n_slots = action_mask.shape[2] - 1
         active = action_mask[..., 1:].all(axis=1).astype(bool)  # a slot every node may choose
         admitted = self.admit(observation, active, oracle)
-        return serve_in_order(self.priority(observation, n_slots), admitted, observation.shape[1])
+        demoted = self.demoted(observation, admitted)
+        tier = None if demoted is None else demoted.astype(np.int8)
+        return serve_in_order(self.priority(observation, n_slots), admitted, observation.shape[1], tier)

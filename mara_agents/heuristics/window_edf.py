@@ -11,15 +11,13 @@ and reports the fit); :data:`FACTOR` is the value fitted on v1 ``id`` train work
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 
-from mara_agents.heuristics.base import AGE, STEPS_TO_DEADLINE, serve_in_order, slot_steps
-from mara_agents.heuristics.edf import EDF
 from core_env.features import NODE_STEPS
+from mara_agents.heuristics.base import AGE, STEPS_TO_DEADLINE, slot_steps
+from mara_agents.heuristics.edf import EDF
 
-#: Factor fitted on seeded v1 ``id`` train workloads at the training load (grid 0.05..1.5).
+#: Factor fitted on seeded v1 ``id`` train workloads at the training load (grid 0.1, 0.2, ..., 1.5).
 FACTOR = 0.5
 
 
@@ -32,13 +30,9 @@ class WindowEDF(EDF):
             raise ValueError(f"WindowEDF factor must be a finite number >= 0, got {factor!r}")
         self.factor = factor
 
-    def act(self, observation: np.ndarray, action_mask: np.ndarray, oracle: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-        if observation.ndim != 3 or action_mask.ndim != 3 or observation.shape[:2] != action_mask.shape[:2]:
-            raise ValueError(f"expected observation (B, N, D) and action_mask (B, N, K+1), got {observation.shape} and {action_mask.shape}")
-        n_slots = action_mask.shape[2] - 1
-        active = action_mask[..., 1:].all(axis=1).astype(bool)
+    def demoted(self, observation: np.ndarray, admitted: np.ndarray) -> np.ndarray:
+        n_slots = admitted.shape[1]
         left = slot_steps(observation, n_slots, STEPS_TO_DEADLINE)
         window = slot_steps(observation, n_slots, AGE) + left
         guess = self.factor * window - slot_steps(observation, n_slots, NODE_STEPS)
-        demoted = active & (guess > left)
-        return serve_in_order(left, active, observation.shape[1], tier=demoted.astype(np.int8))
+        return admitted & (guess > left)
