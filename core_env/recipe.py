@@ -48,12 +48,12 @@ def quantize(x: np.ndarray) -> np.ndarray:
     return np.ldexp(np.round(mantissa * 2.0**SIGNIFICANT_BITS) / 2.0**SIGNIFICANT_BITS, exponent)
 
 
-def _pair(name: str, value: Any, low: float, high: float, ordered: bool = True) -> tuple[float, float]:
+def _pair(name: str, value: Any, low: float, high: float) -> tuple[float, float]:
     try:
         a, b = (float(v) for v in value)
     except (TypeError, ValueError):
         raise ValueError(f"TaskRecipe.{name} must be a pair of numbers, got {value!r}") from None
-    if not (math.isfinite(a) and math.isfinite(b) and low <= a <= b <= high) or (ordered and a <= 0 and low > 0):
+    if not (math.isfinite(a) and math.isfinite(b) and low <= a <= b <= high):
         raise ValueError(f"TaskRecipe.{name} must satisfy {low} <= lo <= hi <= {high}, got {value!r}")
     return a, b
 
@@ -80,7 +80,7 @@ class TaskRecipe:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "budget_share", _pair("budget_share", self.budget_share, 1e-6, 1.0))
-        object.__setattr__(self, "target_quantile", _pair("target_quantile", self.target_quantile, 0.0, 1.0, ordered=False))
+        object.__setattr__(self, "target_quantile", _pair("target_quantile", self.target_quantile, 0.0, 1.0))
         object.__setattr__(self, "rate_spread", _pair("rate_spread", self.rate_spread, 1e-6, 1e6))
         object.__setattr__(self, "slack", _pair("slack", self.slack, 1e-6, 1e6))
         steps = self.typical_run_steps

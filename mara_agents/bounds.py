@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -65,16 +66,13 @@ class Ceiling:
 
 def milp_ceiling(workload: Workload, n_nodes: int, time_limit: float = MILP_TIME_LIMIT) -> Ceiling:
     """The offline optimum completions of ``workload`` on ``n_nodes`` unit-speed nodes (module docstring)."""
-    import time
-
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
     if not isinstance(n_nodes, (int, np.integer)) or isinstance(n_nodes, bool) or n_nodes < 1:
         raise ValueError(f"n_nodes must be an int >= 1, got {n_nodes!r}")
     m = len(workload)
-    window = workload.window
-    need = np.where(np.isfinite(workload.demand), workload.demand, np.inf)
+    window, need = workload.window, workload.demand  # need: inf for a target the run never reaches
     candidates = np.flatnonzero(need <= window)
     if candidates.size == 0:
         return Ceiling(0, 0.0, m, 0.0, 0.0, "no task fits its window")
