@@ -19,19 +19,30 @@ from typing import Any
 RESULTS_DIR = Path(__file__).parent / "results"
 
 
-def write_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and an atomic rename."""
+def _replace_into(path: Path, write: Any, mode: str = "w") -> Path:
+    """Call ``write(handle)`` on a temporary file beside ``path`` (same suffix), then rename it onto ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
     try:
-        with os.fdopen(handle, "w", newline="") as out:
-            out.write(text)
+        with os.fdopen(handle, mode, **({"newline": ""} if "b" not in mode else {})) as out:
+            write(out)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same directory and an atomic rename."""
+    return _replace_into(path, lambda out: out.write(text))
+
+
+def save_figure(fig: Any, path: Path, **savefig: Any) -> Path:
+    """``fig.savefig`` to ``path`` atomically (a reader never sees a half-written PNG; a failure leaves the old one)."""
+    path = Path(path)
+    return _replace_into(path, lambda out: fig.savefig(out, format=path.suffix.lstrip(".") or "png", **savefig), mode="wb")
 
 
 def write_results(name: str, payload: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | None = None, out: Path | None = None) -> list[Path]:
