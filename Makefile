@@ -9,6 +9,8 @@ STAMP := $(VENV)/.installed
 RLLIB_VENV := build/rllib-venv
 RLLIB_STAMP := $(RLLIB_VENV)/.installed
 
+# editable_mode=compat: the checkout goes on sys.path through a .pth file, so our regular `benchmarks`
+# package wins over the bare `benchmarks/` folder the torchrl wheel installs into site-packages, from any directory.
 .PHONY: setup test bench perf suites clean rllib-venv
 
 $(STAMP): pyproject.toml Makefile
@@ -16,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first, pinned: anything unpinned would pull a multi-GB CUDA build
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet torch==2.13.0 -e ".[dev,curves,sb3,torchrl]"
+	$(BIN)/python -m pip install --quiet torch==2.13.0 -e ".[dev,curves,sb3,torchrl]" --config-settings editable_mode=compat
 	touch $(STAMP)
 
 $(RLLIB_STAMP): pyproject.toml Makefile
@@ -24,7 +26,7 @@ $(RLLIB_STAMP): pyproject.toml Makefile
 	test -x $(RLLIB_VENV)/bin/python || $(PYTHON) -m venv $(RLLIB_VENV)
 	$(RLLIB_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(RLLIB_VENV)/bin/python -m pip install --quiet torch==2.13.0
-	$(RLLIB_VENV)/bin/python -m pip install --quiet torch==2.13.0 -e ".[rllib,benchmarl]"
+	$(RLLIB_VENV)/bin/python -m pip install --quiet torch==2.13.0 -e ".[rllib,benchmarl]" --config-settings editable_mode=compat
 	touch $(RLLIB_STAMP)
 
 rllib-venv: $(RLLIB_STAMP)

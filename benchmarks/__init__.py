@@ -39,6 +39,18 @@ def write_atomic(path: Path, text: str) -> Path:
     return _replace_into(path, lambda out: out.write(text))
 
 
+def write_atomic_bytes(path: Path, data: bytes) -> Path:
+    """:func:`write_atomic` for bytes (a rendered figure)."""
+    return _replace_into(path, lambda out: out.write(data), mode="wb")
+
+
+def figure_png(fig: Any, **savefig: Any) -> bytes:
+    """A matplotlib figure rendered to PNG bytes (render everything first, then write: see :func:`write_atomic_bytes`)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", **savefig)
+    return buffer.getvalue()
+
+
 def save_figure(fig: Any, path: Path, **savefig: Any) -> Path:
     """``fig.savefig`` to ``path`` atomically (a reader never sees a half-written PNG; a failure leaves the old one)."""
     path = Path(path)
@@ -63,6 +75,11 @@ def write_results(name: str, payload: Mapping[str, Any], rows: Sequence[Mapping[
     return paths
 
 
+def add_out(parser: Any) -> None:
+    """The ``--out DIR`` option every suite has: where its outputs go (nothing is written elsewhere)."""
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"output directory (default {RESULTS_DIR})")
+
+
 def add_suite_selection(parser: Any) -> None:
     """``--task-sets`` and ``--loads`` options choosing committed evaluation suites (default: all)."""
     from core_env.config import LOADS
@@ -77,3 +94,10 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def evaluate(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Run your own agent through a suite: :func:`benchmarks.api.evaluate` (imported on first use)."""
+    from benchmarks.api import evaluate as run
+
+    return run(*args, **kwargs)

@@ -5,11 +5,25 @@ A row is a heuristic (``HEURISTICS``), or an allocator (``ALLOCATORS``) on its d
 allocator with exact demands: the part of LARA's gap that is allocation, not prediction), or a learned
 row (``LEARNED``: MARA and its variants), loaded from its shipped checkpoint for a training seed, or
 ``ppo-tianshou`` (the shipped Tianshou masked-PPO policy, :mod:`mara_agents.integrations.tianshou_ppo`).
+
+A **third-party row** is ``module.path:attr`` (any name whose part before ``:`` is not a shipped
+allocator): ``attr`` (dotted attributes allowed) is an :class:`~mara_agents.protocols.Agent`, an Agent
+class, or a zero-argument factory returning one. The module is imported as ``python -m`` would (the
+working directory is on the path). Its cells are keyed by the sha256 of the module's source file, so
+editing the agent never reuses cached results. :func:`register` adds an in-memory factory under a name
+(the Python API, :func:`benchmarks.api.evaluate`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import inspect
 import json
+import os
+import sys
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from mara_agents.allocators import ALLOCATORS, make_allocator
@@ -30,6 +44,88 @@ CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "mara_agents" / "check
 
 def is_learned(row: str) -> bool:
     return row in LEARNED
+
+
+#: Rows that are ceilings or strong heuristics knowing the hidden demand, not schedulers.
+ORACLE_ROWS = ("clairvoyant", "milp")
+#: In-memory third-party factories (:func:`register`): name -> (factory, fingerprint).
+REGISTERED: dict[str, tuple[Callable[[], Agent], str]] = {}
+
+
+def knows_demand(row: str) -> bool:
+    """True for rows that are told the hidden demand (``clairvoyant``, ``…:oracle``) and for the MILP ceiling."""
+    return row in ORACLE_ROWS or row.split(",")[0].partition(":")[2] == "oracle"
+
+
+def is_external(row: str) -> bool:
+    """True for third-party rows: registered names and ``module.path:attr``."""
+    if row in REGISTERED:
+        return True
+    prefix, colon, _ = row.partition(":")
+    return bool(colon) and prefix.split(",")[0] not in ALLOCATORS
+
+
+def register(name: str, factory: Callable[[], Agent], fingerprint: str | None = None) -> str:
+    """Make ``factory`` (an Agent instance, class or zero-argument factory) runnable as row ``name``.
+
+    ``fingerprint`` identifies its code for the cell cache (default: the sha256 of the source file that
+    defines it; a random one, never reused, when there is none).
+    """
+    if not isinstance(name, str) or not name or name in HEURISTICS or name in LEARNED or name.partition(":")[0] in ALLOCATORS:
+        raise ValueError(f"a registered row needs a new non-empty name, not a shipped row: {name!r}")
+    if fingerprint is None:
+        fingerprint = _source_fingerprint(factory) or uuid.uuid4().hex
+    REGISTERED[name] = (factory, fingerprint)
+    return name
+
+
+def _source_fingerprint(obj: object) -> str | None:
+    try:
+        source = inspect.getsourcefile(obj if inspect.isclass(obj) or inspect.isfunction(obj) else type(obj))
+        return hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16] if source else None
+    except (TypeError, OSError):
+        return None
+
+
+def _resolve_external(row: str) -> tuple[Callable[[], Agent] | Agent, str | None]:
+    """(the object named by ``module.path:attr``, sha256 of its module's source)."""
+    if row in REGISTERED:
+        return REGISTERED[row]
+    module_name, _, attr = row.partition(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does: modules in the working directory import
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"third-party row {row!r}: cannot import module {module_name!r} ({error}); "
+                         "use module.path:attr with the module importable from the working directory or PYTHONPATH") from error
+    obj: object = module
+    for part in attr.split("."):
+        if not part or not hasattr(obj, part):
+            raise ValueError(f"third-party row {row!r}: module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    source = getattr(module, "__file__", None)
+    return obj, (hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16] if source else None)
+
+
+def _external_agent(row: str) -> Agent:
+    obj, _ = _resolve_external(row)
+    agent = obj if isinstance(obj, Agent) else obj() if callable(obj) else None
+    if not isinstance(agent, Agent):
+        raise TypeError(f"third-party row {row!r} must name an Agent (mara_agents.protocols.Agent), an Agent class or a "
+                        f"zero-argument factory of one; it gave {type(agent if agent is not None else obj).__name__}")
+    return agent
+
+
+def trained_on(row: str, seed: int = 0) -> str | None:
+    """The environment version a learned row's checkpoint was trained on (its manifest's ``env_version``;
+    checkpoints without one predate discrete_core_v1: ``v0``); None for rows that are not learned."""
+    if not is_learned(row):
+        return None
+    try:
+        return str(json.loads(checkpoint_path(row, seed).with_suffix(".json").read_text()).get("env_version", "v0"))
+    except (OSError, ValueError):
+        return None
 
 
 def checkpoint_path(row: str, seed: int) -> Path:
@@ -53,6 +149,8 @@ def weights_id(row: str, seed: int = 0) -> str | None:
         manifest = checkpoint_path(row, seed).with_suffix(".json")
     elif row == "ppo-tianshou":
         manifest = TIANSHOU_MANIFEST
+    elif is_external(row):
+        return _resolve_external(row)[1]
     else:
         return None
     try:
@@ -75,9 +173,14 @@ def make_agent(row: str, seed: int = 0) -> Agent:
         from mara_agents.integrations.tianshou_ppo import load_agent
 
         return load_agent()
+    if row == "milp":
+        raise ValueError("'milp' is the offline-optimum ceiling (benchmarks.ceiling_cells), not an agent")
+    if is_external(row):
+        return _external_agent(row)
     if row in HEURISTICS:
         return HEURISTICS[row](seed) if row == "random" else HEURISTICS[row]()
     if row.split(",")[0].partition(":")[0] in ALLOCATORS:
         return make_allocator(row)
     raise ValueError(f"unknown agent row {row!r}: heuristics {sorted(HEURISTICS)}, allocators {sorted(ALLOCATORS)} "
-                     "(optionally ':predictor' and ',key=int' options, e.g. 'lara:oracle', 'edf-admission:fm,min_reports=5')")
+                     "(optionally ':predictor' and ',key=int' options, e.g. 'lara:oracle', 'edf-admission:fm,min_reports=5'), "
+                     f"learned {list(LEARNED)}, or a third-party module.path:attr")

@@ -2,11 +2,16 @@
 shaping (Table 5), falsifier and scale.
 
 Each suite is a list of :class:`~benchmarks.cells.Cell` (agent rows × training seeds × scenarios ×
-evaluation roots), run through the on-disk cell cache, then summarised: completion % per row and
-scenario as mean ± sd over cells (5 roots, × 3 training seeds for learned rows), and the differences
-that matter as paired bootstrap 95% CIs with sign-flip permutation p-values, paired by root (and
-seed: a learned row's (seed, root) cell is paired with the other row's cell of the same root, and of
-the same seed when both are learned).
+evaluation roots), run through the on-disk cell cache, then summarised at the level of the
+**evaluation root** (:mod:`benchmarks.stats`): a learned row's training seeds are averaged within each
+root, completion % is the mean ± sd over roots, and the spread over seeds is reported on its own.
+Differences are paired by root: mean, t-based 95% CI over roots, exact sign-flip p. Each learned (or
+third-party) row is also compared with the best row that neither learns nor knows the demand
+(:func:`best_fixed_row`), teacher included.
+
+Every completion table carries the ``milp`` ceiling row (:mod:`benchmarks.ceiling_cells`; not run where
+node speeds or a switching cost make it inexact), the ``window-edf`` leak probe, and the share of the
+EDF → ceiling gap each row closes, (row − EDF) / (milp − EDF).
 
 Learned rows (MARA and its variants) need their shipped checkpoints; a row whose checkpoint is missing
 is left out and listed under ``missing`` in the outputs rather than failing the suite.
@@ -21,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.agents import LEARNED_SEEDS, available, is_learned
+from benchmarks.agents import LEARNED_SEEDS, available, is_learned, knows_demand
+from benchmarks.ceiling_cells import MILP, has_exact_ceiling
 from benchmarks.cells import Cell
-from benchmarks.stats import paired_difference
+from benchmarks.stats import paired_difference, root_means, seed_spread
 from core_env.workload import SUITE_ROOTS
 
 BOUND = "bound"
@@ -32,8 +38,10 @@ HEAVY_LOADS = ("x1.25", "x1.5", "x2")
 
 #: The allocator the learned rows were warm-started from (``--teacher`` of the shipped checkpoints).
 TEACHER = "edf-admission:fm,min_reports=5"
-PAPER_ROWS = ("fifo", "edf", "edf-admission", TEACHER, "llf", "slaq", "las", "lara", "lara-fm", "laira", "ppo-tianshou", "mat", "mara-wls",
-              "mara-sparse", "mara", "clairvoyant")
+PAPER_ROWS = ("fifo", "edf", "window-edf", "edf-admission", TEACHER, "llf", "slaq", "las", "lara", "lara-fm", "laira", "ppo-tianshou", "mat", "mara-wls",
+              "mara-sparse", "mara", "clairvoyant", MILP)
+#: The baseline of the "share of the EDF → ceiling gap closed" column.
+GAP_BASE = "edf"
 #: The differences every suite reports where both rows ran: (row A, row B), A − B.
 DIFFERENCES = (("mara", "lara"), ("mara", "lara-fm"), ("mara", TEACHER), ("mara", "mara-wls"), ("mara", "mara-sparse"), ("lara", "edf"))
 #: Learned rows' training seeds on the heavier loads and the scale scenarios (a compute budget: the
@@ -69,6 +77,8 @@ class SuiteSpec:
 
     def seeds_of(self, row: str, scenario: Scenario) -> tuple[int, ...]:
         """The training seeds a row runs on a scenario ((0,) for rows that are not learned)."""
+        if row == MILP:
+            return (0,) if has_exact_ceiling(scenario.env) else ()
         if not is_learned(row):
             return (0,)
         return self.seeds if scenario.seeds is None else tuple(s for s in scenario.seeds if s in self.seeds)
@@ -89,12 +99,12 @@ def specs() -> dict[str, SuiteSpec]:
     train = tuple(Scenario(f"{t}/train", t) for t in TASK_SETS)
     heavy = tuple(Scenario(f"{t}/{load}", t, load, seeds=HEAVY_SEEDS) for load in HEAVY_LOADS for t in TASK_SETS)
     id_train = (Scenario("id/train"),)
-    core = ("edf", "lara", "lara-fm", TEACHER, "laira", "mara-wls", "mara", "clairvoyant")
+    core = ("edf", "window-edf", "lara", "lara-fm", TEACHER, "laira", "mara-wls", "mara", "clairvoyant", MILP)
     return {
         "paper": SuiteSpec("paper", PAPER_ROWS, train + heavy),
         "stress": SuiteSpec("stress", PAPER_ROWS, (Scenario("stress", "stress"),)),
         "diagnostics": SuiteSpec("diagnostics", PAPER_ROWS, id_train),
-        "shaping": SuiteSpec("shaping", ("mara", "mara-sparse"), train),
+        "shaping": SuiteSpec("shaping", ("edf", "window-edf", "mara", "mara-sparse", MILP), train),
         "falsifier": SuiteSpec("falsifier", core, id_train + (Scenario("id/train, speeds + switch cost", env=FALSIFIER_ENV),)),
         "scale": SuiteSpec("scale", core, id_train + tuple(Scenario(f"id, {name}", "id", load, env, seeds=HEAVY_SEEDS) for name, (env, load) in SCALE_ENVS.items())),
     }
@@ -114,53 +124,58 @@ def _scenario_key(task_set: str, load: Any, env: Any) -> str:
     return json.dumps([task_set, load, [list(pair) for pair in env]], default=list)
 
 
-def summarize(spec: SuiteSpec, results: Sequence[dict[str, Any]], rows: Sequence[str]) -> dict[str, Any]:
-    """Per-row summaries, the bound, diagnostics and the paired differences of one suite's results
-    (any subset of the suite's cells: each result is matched to its scenario by its cell)."""
+def summarize(spec: SuiteSpec, results: Sequence[dict[str, Any]], rows: Sequence[str], compare: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    """Per-row summaries (root level), the bound, the gap closed, diagnostics and the paired differences of
+    one suite's results (any subset of the suite's cells: each result is matched to its scenario by its cell)."""
     names = {_scenario_key(s.task_set, s.load, s.env): s.name for s in spec.scenarios}
     pairs = [(r, names[_scenario_key(r["cell"]["task_set"], r["cell"]["load"], r["cell"]["env"])]) for r in results]
     by = _pairs(pairs)
-    table: dict[str, dict[str, dict[str, float]]] = {}
-    diagnostics: dict[str, dict[str, float]] = {}
+    values = {key: {k: 100 * r["mean"]["completion_rate"] for k, r in cells.items()} for key, cells in by.items()}
+    bounds = {key: {k: 100 * r["feasibility_bound"] for k, r in cells.items()} for key, cells in by.items()}
+    for load in dict.fromkeys(s.load for s in spec.scenarios):  # average/LOAD: equal weight on the three task sets, per (seed, root)
+        group = [s.name for s in spec.scenarios if s.load == load and not s.env and s.task_set in TASK_SETS]
+        if len(group) == len(TASK_SETS):
+            for row in rows:
+                for source in (values, bounds):
+                    keys = set.intersection(*(set(source.get((row, g), {})) for g in group))
+                    if keys:
+                        source[(row, f"average/{load}")] = {k: float(np.mean([source[(row, g)][k] for g in group])) for k in sorted(keys)}
+    columns = list(dict.fromkeys([s.name for s in spec.scenarios] + [name for _, name in values]))
+    table: dict[str, dict[str, dict[str, Any]]] = {}
     for row in rows:
         table[row] = {}
-        for scenario in spec.scenarios:
-            cells = by.get((row, scenario.name), {})
-            if cells:
-                table[row][scenario.name] = _spread(np.array([100 * r["mean"]["completion_rate"] for r in cells.values()]))
+        for column in columns:
+            if values.get((row, column)):
+                table[row][column] = _spread(np.array(list(root_means(values[(row, column)]).values())))
+                if is_learned(row) and len({seed for seed, _ in values[(row, column)]}) > 1:
+                    table[row][column]["seeds"] = seed_spread(values[(row, column)])
+    bound = {}
+    for column in columns:
+        per_root: dict[int, float] = {}
+        for row in rows:
+            per_root.update(root_means(bounds.get((row, column), {})))
+        if per_root:
+            bound[column] = _spread(np.array(list(per_root.values())))
+    diagnostics: dict[str, dict[str, float]] = {}
+    for row in rows:
         first = by.get((row, spec.scenarios[0].name), {})
-        if first:
+        if first and row != MILP:
             diagnostics[row] = {key: float(np.mean([r["mean"][key] for r in first.values()])) for key in
                                 ("node_utilization", "wasted_node_steps", "switches", "conflicts", "invalid_actions")}
             diagnostics[row]["decision_ms"] = float(np.mean([r["decision_ms"] for r in first.values()]))
-    bound = {}
-    for scenario in spec.scenarios:
-        per_root = {}
-        for row in rows:
-            per_root.update({root: 100 * r["feasibility_bound"] for (_, root), r in by.get((row, scenario.name), {}).items()})
-        if per_root:
-            bound[scenario.name] = _spread(np.array(list(per_root.values())))
-    _add_averages(table, bound, spec, by, rows)
-    return {"table": table, "bound": bound, "diagnostics": diagnostics, "differences": differences(spec, by, rows)}
+    return {"table": table, "bound": bound, "gap_closed": gap_closed(table), "diagnostics": diagnostics,
+            "differences": differences(columns, values, rows, table, compare)}
 
 
-def _add_averages(table, bound, spec: SuiteSpec, by, rows) -> None:
-    """``average/LOAD``: the equal-weight average over the three task sets at each load where the suite ran
-    all three (without environment overrides), computed per (seed, root) cell."""
-    for load in dict.fromkeys(s.load for s in spec.scenarios):
-        group = [s for s in spec.scenarios if s.load == load and not s.env and s.task_set in TASK_SETS]
-        if len(group) != len(TASK_SETS):
-            continue
-        for row in rows:
-            keys = set.intersection(*(set(by.get((row, s.name), {})) for s in group))
-            rates = np.array([np.mean([100 * by[(row, s.name)][k]["mean"]["completion_rate"] for s in group]) for k in sorted(keys)])
-            if rates.size:
-                table[row][f"average/{load}"] = _spread(rates)
-        roots = set.intersection(*({k[1] for k in by.get((rows[0], s.name), {})} for s in group))
-        values = np.array([np.mean([100 * next(r for k, r in by[(rows[0], s.name)].items() if k[1] == root)["feasibility_bound"] for s in group])
-                           for root in sorted(roots)])
-        if values.size:
-            bound[f"average/{load}"] = _spread(values)
+def gap_closed(table: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, float]]:
+    """{row: {column: 100 · (row − EDF) / (milp − EDF)}} where EDF and the ceiling both ran (and differ)."""
+    out: dict[str, dict[str, float]] = {}
+    base, ceiling = table.get(GAP_BASE, {}), table.get(MILP, {})
+    for row, cells in table.items():
+        for column, entry in cells.items():
+            if column in base and column in ceiling and ceiling[column]["mean"] > base[column]["mean"]:
+                out.setdefault(row, {})[column] = 100 * (entry["mean"] - base[column]["mean"]) / (ceiling[column]["mean"] - base[column]["mean"])
+    return out
 
 
 def _spread(values: np.ndarray) -> dict[str, float]:
@@ -168,27 +183,42 @@ def _spread(values: np.ndarray) -> dict[str, float]:
     return {"mean": float(values.mean()), "sd": float(values.std(ddof=1)) if values.size > 1 else 0.0, "n": int(values.size)}
 
 
-def paired_values(by, row_a: str, row_b: str, scenario: str) -> tuple[np.ndarray, np.ndarray]:
-    """Completion % of A and B on matching cells: same root, and same seed when both rows are learned."""
-    a_cells, b_cells = by.get((row_a, scenario), {}), by.get((row_b, scenario), {})
-    a, b = [], []
-    for (seed, root), result in sorted(a_cells.items()):
-        match = b_cells.get((seed, root)) or (b_cells.get((0, root)) if not is_learned(row_b) else None)
-        if match is not None:
-            a.append(100 * result["mean"]["completion_rate"])
-            b.append(100 * match["mean"]["completion_rate"])
-    return np.array(a), np.array(b)
+def is_fixed(row: str) -> bool:
+    """A row that neither learns nor knows the hidden demand (nor is the ceiling): a candidate best baseline."""
+    from benchmarks.agents import is_external
+
+    return not (is_learned(row) or knows_demand(row) or is_external(row) or row == MILP)
 
 
-def differences(spec: SuiteSpec, by, rows: Sequence[str]) -> list[dict[str, Any]]:
+def best_fixed_row(table: dict[str, dict[str, dict[str, Any]]], column: str) -> str | None:
+    """The fixed row (:func:`is_fixed`) with the highest mean completion in ``column``."""
+    candidates = [(cells[column]["mean"], row) for row, cells in table.items() if is_fixed(row) and column in cells]
+    return max(candidates)[1] if candidates else None
+
+
+def paired_by_root(values, row_a: str, row_b: str, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """Completion % of A and B on the roots both ran, each row's training seeds averaged within a root."""
+    a, b = root_means(values.get((row_a, column), {})), root_means(values.get((row_b, column), {}))
+    roots = sorted(set(a) & set(b))
+    return np.array([a[r] for r in roots]), np.array([b[r] for r in roots])
+
+
+def differences(columns: Sequence[str], values, rows: Sequence[str], table, compare: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
+    """The paired differences of :data:`DIFFERENCES` and ``compare``, plus each learned or third-party row
+    against the best fixed row."""
+    from benchmarks.agents import is_external
+
+    wanted = [(a, b, False) for a, b in dict.fromkeys([*DIFFERENCES, *compare]) if a in rows and b in rows]
     out = []
-    for row_a, row_b in DIFFERENCES:
-        if row_a not in rows or row_b not in rows:
-            continue
-        for scenario in spec.scenarios:
-            a, b = paired_values(by, row_a, row_b, scenario.name)
+    for column in columns:
+        best = best_fixed_row(table, column)
+        extra = [(row, best, True) for row in rows if best is not None and (is_learned(row) or is_external(row))
+                 and (row, best) not in {(a, b) for a, b, _ in wanted}]
+        for row_a, row_b, against_best in [*wanted, *extra]:
+            a, b = paired_by_root(values, row_a, row_b, column)
             if a.size >= 2:
-                out.append({"a": row_a, "b": row_b, "scenario": scenario.name, **paired_difference(a, b)})
+                out.append({"a": row_a, "b": row_b, "scenario": column, "best_fixed": against_best or (row_b == best and not is_fixed(row_a)),
+                            **paired_difference(a, b)})
     return out
 
 

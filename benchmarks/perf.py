@@ -24,7 +24,7 @@ import numpy as np
 from pettingzoo import ParallelEnv
 from tqdm import tqdm
 
-from benchmarks import markdown_table, write_results
+from benchmarks import add_out, markdown_table, write_results
 from benchmarks.agents import QUICK_ROWS, make_agent
 from core_env import GYM_ID, discrete_core_v1, features
 from core_env.config import EnvConfig
@@ -277,11 +277,12 @@ def summary(result: dict[str, Any]) -> str:
 def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks perf", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.5, help="wall time per measurement (default 2.5)")
+    add_out(parser)
     args = parser.parse_args(argv)
     start = time.perf_counter()
     result = run(args.seconds)
     wall = time.perf_counter() - start
     print(summary(result))
-    paths = write_results("perf", {"suite": "perf", "wall_s": wall, "seconds_per_case": args.seconds, **result})
+    paths = write_results("perf", {"suite": "perf", "wall_s": wall, "seconds_per_case": args.seconds, **result}, out=args.out)
     print(f"wall time {wall:.1f} s; wrote {', '.join(str(p) for p in paths)}")
     return 0

@@ -5,8 +5,11 @@ episodes. Two ceiling rows close the table: the MILP offline optimum (stored wit
 speeds, slot limit relaxed) and the independent-feasibility relaxation (ignores contention), summarised
 the same way. ``clairvoyant`` and the ``:oracle`` rows know the hidden demand: strong heuristics, not
 bounds. ``window-edf`` is a leak probe (no curve values). Learned rows run the shipped checkpoints,
-which were trained on v0 workloads (labelled "v0-trained" until they are retrained on v1). Results go to
-``benchmarks/results/quick.json`` (summary and per-episode records) and ``quick.csv`` (per episode).
+labelled with the environment version they were trained on. The last column is the share of the EDF →
+ceiling gap a row closes on id/train, 100 · (row − EDF) / (MILP − EDF). ``--rows`` chooses the rows
+(shipped or third-party ``module.path:attr``; default: every row of :data:`AGENTS`). Results go to ``OUT/quick.json`` (summary, per-episode records,
+environment version and suite checksums) and ``OUT/quick.csv`` (per episode); OUT defaults to
+``benchmarks/results`` and nothing is written elsewhere.
 """
 
 from __future__ import annotations
@@ -19,12 +22,12 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks import markdown_table, write_results
+from benchmarks import add_out, markdown_table, write_results
 from benchmarks.rollout import run_agent
 from core_env.config import EnvConfig
 from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, Workload, load_suite, stress_workload, suite_ceiling_rates
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
-from benchmarks.agents import QUICK_ROWS, is_learned, make_agent
+from benchmarks.agents import QUICK_ROWS, make_agent
 
 AGENTS = QUICK_ROWS
 BOUND = "independent-feasibility relaxation"
@@ -79,19 +82,38 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
 
 
 def table(summary: dict[str, dict[str, dict[str, float]]], roots: int) -> str:
-    rows = [(f"{row} (v0-trained)" if is_learned(row) else row, f"{cells['id/train']['mean']:.1f} ± {cells['id/train']['sd']:.1f}",
-             f"{cells['stress']['mean']:.1f}") for row, cells in summary.items()]
-    return markdown_table(("agent", f"id/train completion % (mean ± sd, {roots} roots)", "stress completion %"), rows)
+    from benchmarks.report import row_label
+
+    edf, ceiling = summary["edf"]["id/train"]["mean"] if "edf" in summary else None, summary[MILP]["id/train"]["mean"]
+
+    def closed(cells: dict[str, dict[str, float]]) -> str:
+        return "—" if edf is None or ceiling <= edf else f"{100 * (cells['id/train']['mean'] - edf) / (ceiling - edf):+.0f}"
+
+    rows = [(row_label(row) if row not in (MILP, BOUND) else row, f"{cells['id/train']['mean']:.1f} ± {cells['id/train']['sd']:.1f}",
+             f"{cells['stress']['mean']:.1f}", closed(cells)) for row, cells in summary.items()]
+    return markdown_table(("agent", f"id/train completion % (mean ± sd, {roots} roots)", "stress completion %",
+                           "EDF → MILP gap closed on id/train, %"), rows)
 
 
 def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks quick", description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0, help="seed of the random agent")
+    parser.add_argument("--rows", nargs="+", default=list(AGENTS), help="rows, shipped or third-party module.path:attr (default: all shipped quick rows)")
+    parser.add_argument("--roots", type=int, default=SUITE_ROOTS, help=f"evaluation roots (default {SUITE_ROOTS})")
+    parser.add_argument("--episodes", type=int, default=SUITE_EPISODES, help=f"episodes per root (default {SUITE_EPISODES})")
+    add_out(parser)
     args = parser.parse_args(argv)
+    from benchmarks.report import commit
+    from core_env.workload import suite_meta, suite_sha256
+
     start = time.perf_counter()
-    result = evaluate(seed=args.seed)
+    if not 1 <= args.roots <= SUITE_ROOTS or not 1 <= args.episodes <= SUITE_EPISODES:
+        parser.error(f"--roots must be in 1..{SUITE_ROOTS} and --episodes in 1..{SUITE_EPISODES}")
+    result = evaluate(list(dict.fromkeys(args.rows)), roots=args.roots, episodes=args.episodes, seed=args.seed)
     wall = time.perf_counter() - start
-    print(table(result["summary"], SUITE_ROOTS))
-    paths = write_results("quick", {"suite": "quick", "wall_s": wall, "roots": SUITE_ROOTS, "episodes_per_root": SUITE_EPISODES, **result}, result["episodes"])
+    print(table(result["summary"], args.roots))
+    payload = {"suite": "quick", "command": "python -m benchmarks quick " + " ".join(argv), "commit": commit(), "env_version": suite_meta("id", "train")["env"],
+               "suite_sha256": {"id/train": suite_sha256("id", "train")}, "wall_s": wall, "roots": args.roots, "episodes_per_root": args.episodes, **result}
+    paths = write_results("quick", payload, result["episodes"], out=args.out)
     print(f"\nwall time {wall:.1f} s; wrote {', '.join(str(p) for p in paths)}")
     return 0

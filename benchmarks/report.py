@@ -2,16 +2,21 @@
 
 ``python -m benchmarks SUITE [--workers W] [--backend process|ray] [--address A] [--rows R ...]
 [--roots R] [--episodes E] [--out DIR]`` for SUITE in paper, stress, diagnostics, shaping, falsifier,
-scale. Outputs go to ``DIR/SUITE/`` (default ``benchmarks/results/SUITE/``): ``SUITE.json`` (summary,
-differences, missing rows, command, commit, machine, wall time), ``SUITE.csv`` (one line per episode),
-``SUITE.md`` (the tables) and the suite's figures. Cells are cached under ``DIR/cells/``, so rerunning
-after an interruption computes only what is missing.
+scale. Outputs go to ``DIR/SUITE/`` (default ``benchmarks/results/SUITE/``; nothing is written
+elsewhere): ``SUITE.json`` (summary, differences, missing rows, command, commit, environment version,
+the sha256 of every committed suite file used, each row's identity, machine, wall time),
+``SUITE.csv`` (one line per episode), ``SUITE.md`` (the tables) and the suite's figures, each written
+atomically after every cell has run (a failed run leaves the previous outputs as they were). Cells are
+cached under ``DIR/cells/``, so rerunning after an interruption computes only what is missing.
+
+``--rows`` accepts shipped rows and third-party ``module.path:attr`` rows (:mod:`benchmarks.agents`).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import os
 import platform
@@ -24,7 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks import RESULTS_DIR, markdown_table
+from benchmarks import RESULTS_DIR, figure_png, markdown_table, write_atomic, write_atomic_bytes
+from benchmarks.agents import is_external, trained_on, weights_id
+from benchmarks.ceiling_cells import MILP
 from benchmarks.cells import EPISODE_STATS, CellStore, run_cells
 from benchmarks.paper import BOUND, SuiteSpec, rows_to_run, specs, summarize
 from core_env import features
@@ -46,10 +53,27 @@ def commit() -> str:
         return "unknown"
 
 
+def provenance(spec: SuiteSpec, rows: Sequence[str]) -> dict[str, Any]:
+    """What makes two users' numbers comparable: env version, suite files' sha256, each row's identity."""
+    from core_env.config import LOADS
+    from core_env.workload import SUITE_TASK_SETS, suite_meta, suite_sha256
+
+    suites = {}
+    for s in spec.scenarios:
+        if s.task_set in SUITE_TASK_SETS and isinstance(s.load, str) and s.load in LOADS and f"{s.task_set}/{s.load}" not in suites:
+            suites[f"{s.task_set}/{s.load}"] = suite_sha256(s.task_set, s.load)
+    env = suite_meta(SUITE_TASK_SETS[0], "train")["env"]
+    agents = {row: {"weights_or_source_sha256": weights_id(row, seed) if weights_id(row, seed) else None, **({"trained_on": trained_on(row, seed)} if trained_on(row, seed) else {})}
+              for row in rows for seed in (0,)}
+    return {"env_version": env, "suite_sha256": suites, "agents": agents}
+
+
 def run_suite(spec: SuiteSpec, out: Path = RESULTS_DIR, rows: Sequence[str] | None = None, workers: int = 1, backend: str = "process",
-              address: str | None = None, progress: bool = True, argv: Sequence[str] = (), cached_only: bool = False) -> dict[str, Any]:
+              address: str | None = None, progress: bool = True, argv: Sequence[str] = (), cached_only: bool = False,
+              compare: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """Run (or resume) one suite and write its outputs; returns the JSON payload. With ``cached_only``,
-    summarise the cells already computed and list the others as not computed."""
+    summarise the cells already computed and list the others as not computed. ``compare``: extra
+    (row A, row B) differences to report."""
     start = time.perf_counter()
     rows, missing = rows_to_run(spec, rows)
     if not rows:
@@ -63,50 +87,76 @@ def run_suite(spec: SuiteSpec, out: Path = RESULTS_DIR, rows: Sequence[str] | No
         if not cells:
             raise ValueError(f"suite {spec.name}: --cached-only found no cached cell under {store.directory}")
     results = run_cells(cells, store, workers=workers, backend=backend, address=address, progress=progress)
-    summary = summarize(spec, results, rows)
+    summary = summarize(spec, results, rows, compare)
     payload = {"suite": spec.name, "command": "python -m benchmarks " + " ".join([spec.name, *argv]), "commit": commit(), "machine": machine(),
-               "wall_s": time.perf_counter() - start, "cells": len(cells), "rows": rows, "missing": missing, "not_computed": not_computed,
-               "scenarios": [s.name for s in spec.scenarios], "roots": spec.roots, **summary}
+               **provenance(spec, rows), "wall_s": time.perf_counter() - start, "cells": len(cells), "rows": rows, "missing": missing,
+               "not_computed": not_computed, "scenarios": [s.name for s in spec.scenarios], "roots": spec.roots, **summary}
     directory = out / spec.name
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / f"{spec.name}.json").write_text(json.dumps(payload, indent=1) + "\n")
-    _write_csv(directory / f"{spec.name}.csv", results)
-    (directory / f"{spec.name}.md").write_text(tables(payload) + "\n")
-    payload["figures"] = [str(p) for p in figures(spec, payload, results, directory)]
+    pictures = figures(spec, payload, results)
+    payload["figures"] = [str(directory / name) for name in pictures]
+    texts = {f"{spec.name}.json": json.dumps(payload, indent=1) + "\n", f"{spec.name}.csv": _csv(results), f"{spec.name}.md": tables(payload) + "\n"}
+    for name, data in pictures.items():  # every output is rendered before the first is replaced
+        write_atomic_bytes(directory / name, data)
+    for name, text in texts.items():
+        write_atomic(directory / name, text)
     return payload
 
 
-def _write_csv(path: Path, results: Sequence[dict[str, Any]]) -> None:
+def _csv(results: Sequence[dict[str, Any]]) -> str:
     fields = ["agent", "seed", "task_set", "load", "env", "root", "episode", *EPISODE_STATS]
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields)
-        writer.writeheader()
-        for result in results:
-            cell = result["cell"]
-            for i, episode in enumerate(result["episodes"]):
-                writer.writerow({"agent": cell["agent"], "seed": cell["seed"], "task_set": cell["task_set"], "load": cell["load"],
-                                 "env": json.dumps(cell["env"]), "root": cell["root"], "episode": i, **episode})
+    handle = io.StringIO(newline="")
+    writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+    writer.writeheader()
+    for result in results:
+        cell = result["cell"]
+        for i, episode in enumerate(result["episodes"]):
+            writer.writerow({"agent": cell["agent"], "seed": cell["seed"], "task_set": cell["task_set"], "load": cell["load"],
+                             "env": json.dumps(cell["env"]), "root": cell["root"], "episode": i, **episode})
+    return handle.getvalue()
 
 
-def _cell_text(entry: dict[str, float]) -> str:
-    return f"{entry['mean']:.1f} ± {entry['sd']:.1f}" if entry["n"] > 1 else f"{entry['mean']:.1f}"
+def _cell_text(entry: dict[str, Any]) -> str:
+    text = f"{entry['mean']:.1f} ± {entry['sd']:.1f}" if entry["n"] > 1 else f"{entry['mean']:.1f}"
+    if "seeds" in entry:
+        text += f" (seeds ±{entry['seeds']['sd']:.1f})"
+    return text
+
+
+def row_label(row: str) -> str:
+    """A row's name in the tables: learned rows say which environment version trained them."""
+    version = trained_on(row)
+    if version:
+        return f"{row} ({version}-trained)"
+    if row == MILP:
+        return f"{MILP} (offline optimum, ceiling)"
+    return f"{row} (third-party)" if is_external(row) else row
 
 
 def tables(payload: dict[str, Any]) -> str:
-    """The suite's Markdown tables: completion, bound, diagnostics (diagnostics suite), differences."""
-    every = list(next(iter(payload["table"].values())))
+    """The suite's Markdown tables: completion (with the MILP ceiling, the bound and the share of the
+    EDF → ceiling gap closed), diagnostics (diagnostics suite), differences."""
+    every = list(dict.fromkeys(c for cells in payload["table"].values() for c in cells))
     heavy = [c for c in every if c.startswith("average/")]
     columns = [c for c in every if "/x" not in c]
+    gap = payload.get("gap_closed", {})
 
     def completion(columns: list[str]) -> str:
-        rows = [(row, *(_cell_text(cells[c]) if c in cells else "—" for c in columns)) for row, cells in payload["table"].items()]
-        rows.append((f"independent-feasibility {BOUND}", *(_cell_text(payload["bound"][c]) if c in payload["bound"] else "—" for c in columns)))
+        rows = [(row_label(row), *(_cell_text(cells[c]) if c in cells else "—" for c in columns)) for row, cells in payload["table"].items()]
+        rows.append((f"independent-feasibility {BOUND} (relaxation)", *(_cell_text(payload["bound"][c]) if c in payload["bound"] else "—" for c in columns)))
         return markdown_table(("agent", *columns), rows)
 
-    text = [f"Completion % (mean ± sd over evaluation roots, × 3 training seeds for learned rows); `{payload['command']}`, commit {payload['commit']}",
-            "", completion(columns)]
+    def closed(columns: list[str]) -> str:
+        rows = [(row_label(row), *(f"{gap[row][c]:+.0f}" if c in gap.get(row, {}) else "—" for c in columns)) for row in payload["table"]]
+        return markdown_table(("agent", *columns), rows)
+
+    text = [f"Completion % (mean ± sd over {payload['roots']} evaluation roots; a learned row's training seeds are averaged within each root, "
+            f"their spread in brackets); `{payload['command']}`, commit {payload['commit']}, {payload.get('env_version', '?')}", "", completion(columns)]
     if len(heavy) > 1:
         text += ["", "Heavier loads (equal-weight average of id, rl_ood, vit_ood; per task set in the JSON and CSV):", "", completion(heavy)]
+    if gap:
+        text += ["", "Share of the EDF → ceiling gap closed, % = 100 · (row − EDF) / (milp − EDF):", "", closed(columns + (heavy if len(heavy) > 1 else []))]
+    if MILP in payload["table"] and any(c not in payload["table"][MILP] for c in columns):
+        text += ["", "`milp` is not run where node speeds or a switching cost make it inexact (—)."]
     if payload["suite"] == "diagnostics":
         diag = payload["diagnostics"]
         text += ["", f"Diagnostics on {columns[0]} (per episode, mean over cells):", "",
@@ -114,10 +164,11 @@ def tables(payload: dict[str, Any]) -> str:
                                 [(row, f"{d['node_utilization']:.3f}", f"{d['wasted_node_steps']:.1f}", f"{d['switches']:.1f}", f"{d['conflicts']:.1f}",
                                   f"{d['decision_ms']:.2f}") for row, d in diag.items()])]
     if payload["differences"]:
-        text += ["", "Paired differences (percentage points; bootstrap 95% CI; sign-flip permutation p):", "",
-                 markdown_table(("difference", "scenario", "mean", "95% CI", "p", "pairs"),
-                                [(f"{d['a']} − {d['b']}", d["scenario"], f"{d['mean']:+.1f}", f"[{d['ci_low']:+.1f}, {d['ci_high']:+.1f}]",
-                                  f"{d['p_value']:.4f}", d["n"]) for d in payload["differences"]])]
+        text += ["", "Paired differences by evaluation root (percentage points; seeds averaged within a root; t-based 95% CI over roots; "
+                 "exact sign-flip p; ★ = against the best row that neither learns nor knows the demand):", "",
+                 markdown_table(("difference", "scenario", "mean", "95% CI", "p", "roots"),
+                                [(f"{d['a']} − {d['b']}{' ★' if d.get('best_fixed') else ''}", d["scenario"], f"{d['mean']:+.1f}",
+                                  f"[{d['ci_low']:+.1f}, {d['ci_high']:+.1f}]", f"{d['p_value']:.4f}", d["n"]) for d in payload["differences"]])]
     if payload["missing"]:
         text += ["", f"Left out (no shipped checkpoint): {', '.join(payload['missing'])}."]
     if payload.get("not_computed"):
@@ -127,16 +178,17 @@ def tables(payload: dict[str, Any]) -> str:
     return "\n".join(text)
 
 
-def figures(spec: SuiteSpec, payload: dict[str, Any], results: Sequence[dict[str, Any]], directory: Path) -> list[Path]:
-    """Completion by agent and scenario with error bars (every suite); completion vs load (paper)."""
+def figures(spec: SuiteSpec, payload: dict[str, Any], results: Sequence[dict[str, Any]]) -> dict[str, bytes]:
+    """{file name: PNG}: completion by agent and scenario with error bars (every suite); completion vs load
+    and a Gantt chart (paper)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return []
-    paths = []
+        return {}
+    paths = {}
     table = payload["table"]
     names = [s.name for s in spec.scenarios if "/x" not in s.name][:4]
     fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(table) * max(len(names), 1)), 3.6))
@@ -151,15 +203,14 @@ def figures(spec: SuiteSpec, payload: dict[str, Any], results: Sequence[dict[str
     ax.set_title(f"{spec.name}: completion by agent (mean ± sd over cells)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    paths.append(directory / f"{spec.name}_completion.png")
-    fig.savefig(paths[-1], dpi=110)
+    paths[f"{spec.name}_completion.png"] = figure_png(fig, dpi=110)
     plt.close(fig)
     loads = [c.split("/", 1)[1] for c in next(iter(table.values())) if c.startswith("average/")]
     if len(loads) > 1:
-        paths.append(_load_figure(spec, table, loads, directory, plt))
+        paths[f"{spec.name}_load.png"] = _load_figure(table, loads, plt)
     gantt_rows = [row for row in GANTT_ROWS if row in table]
     if spec.name == "paper" and gantt_rows:
-        paths.append(gantt_figure(gantt_rows, directory / "paper_gantt.png", plt))
+        paths["paper_gantt.png"] = gantt_figure(gantt_rows, plt)
     return paths
 
 
@@ -185,7 +236,7 @@ def node_trace(row: str, seed: int = 0, task_set: str = "id", load: str = "train
     return np.array(trace).T, float(sim.episode_statistics()["completion_rate"][0])
 
 
-def gantt_figure(rows: Sequence[str], path: Path, plt) -> Path:
+def gantt_figure(rows: Sequence[str], plt) -> bytes:
     """Node Gantt charts of one `id` evaluation episode (root 0, episode 0), one panel per row."""
     fig, axes = plt.subplots(len(rows), 1, figsize=(10, 1.2 + 1.1 * len(rows)), squeeze=False)
     cmap = plt.get_cmap("tab20")
@@ -199,12 +250,12 @@ def gantt_figure(rows: Sequence[str], path: Path, plt) -> Path:
         ax.set_title(f"{row}: completion {100 * completion:.1f}% (colour = task, white = idle)", fontsize=9)
     axes[-1, 0].set_xlabel("step")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    data = figure_png(fig, dpi=110)
     plt.close(fig)
-    return path
+    return data
 
 
-def _load_figure(spec: SuiteSpec, table: dict[str, Any], loads: list[str], directory: Path, plt) -> Path:
+def _load_figure(table: dict[str, Any], loads: list[str], plt) -> bytes:
     """Completion (average over task sets) against load, one line per row."""
     fig, ax = plt.subplots(figsize=(6, 3.8))
     for row, cells in table.items():
@@ -216,10 +267,9 @@ def _load_figure(spec: SuiteSpec, table: dict[str, Any], loads: list[str], direc
     ax.set_ylabel("completion % (average of task sets)")
     ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
-    path = directory / f"{spec.name}_load.png"
-    fig.savefig(path, dpi=110)
+    data = figure_png(fig, dpi=110)
     plt.close(fig)
-    return path
+    return data
 
 
 def main_for(name: str):
@@ -230,9 +280,9 @@ def main_for(name: str):
         parser.add_argument("--workers", type=int, default=1, help="parallel processes (default 1)")
         parser.add_argument("--backend", choices=("process", "ray"), default="process", help="where cells run (ray: pip install -e '.[ray]')")
         parser.add_argument("--address", default=None, help="Ray cluster address (default: a local instance)")
-        parser.add_argument("--rows", nargs="+", default=None, help=f"agent rows (default: {' '.join(spec.rows)})")
+        parser.add_argument("--rows", nargs="+", default=None, help=f"agent rows, shipped or third-party module.path:attr (default: {' '.join(spec.rows)})")
         parser.add_argument("--scenarios", nargs="+", default=None, help=f"only these columns (default: {'; '.join(s.name for s in spec.scenarios)})")
-        parser.add_argument("--roots", type=int, default=spec.roots, help="evaluation roots (default 5)")
+        parser.add_argument("--roots", type=int, default=spec.roots, help=f"evaluation roots (default {spec.roots})")
         parser.add_argument("--seeds", type=int, nargs="+", default=list(spec.seeds), help="training seeds of learned rows (default 0 1 2)")
         parser.add_argument("--episodes", type=int, default=None, help="episodes per root (default: all of the suite file's)")
         parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (cells are cached in OUT/cells)")

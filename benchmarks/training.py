@@ -4,8 +4,8 @@ For every ``mara_agents/checkpoints/mat/*.json``: variant, seed, teacher (if the
 env steps, updates, wall minutes, the wall minutes at which its evaluation first beat LARA, and the
 evaluation completion history the trainer logged (deterministic policy on 16 fixed seeded workloads
 drawn from the `id` *training* curves). The baselines are played on those same workloads: EDF, LARA,
-LARA-FM. Writes ``benchmarks/results/training/training.{json,md}`` and the wall-clock curve
-``training_curve.png`` (evaluation completion against training wall minutes, one line per run).
+LARA-FM. Writes ``OUT/training/training.{json,md}`` (OUT: ``--out``, default ``benchmarks/results``) and
+the wall-clock curve ``training_curve.png``, atomically (evaluation completion against training wall minutes, one line per run).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks import RESULTS_DIR, markdown_table
+from benchmarks import add_out, figure_png, markdown_table, write_atomic, write_atomic_bytes
 from benchmarks.agents import CHECKPOINT_DIR, make_agent
 from benchmarks.rollout import run_agent
 from core_env.config import EnvConfig
@@ -47,7 +47,7 @@ def minutes_to_beat(run: dict[str, Any], level: float) -> str:
     return f"{above[0] / 60:.1f}" if above else "never"
 
 
-def figure(runs: list[dict[str, Any]], levels: dict[str, float], path: Path) -> Path:
+def figure(runs: list[dict[str, Any]], levels: dict[str, float]) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -65,14 +65,15 @@ def figure(runs: list[dict[str, Any]], levels: dict[str, float], path: Path) -> 
     ax.set_ylabel("eval completion % (16 training-curve workloads)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    data = figure_png(fig, dpi=110)
     plt.close(fig)
-    return path
+    return data
 
 
 def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks training", description=__doc__.splitlines()[0])
-    parser.parse_args(argv)
+    add_out(parser)
+    args = parser.parse_args(argv)
     start = time.perf_counter()
     runs = manifests()
     if not runs:
@@ -86,10 +87,11 @@ def main(argv: Sequence[str] = ()) -> int:
     text = "\n".join([markdown_table(header, rows), "",
                       "Baselines on the same evaluation workloads: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in levels.items())])
     print(text)
-    directory = RESULTS_DIR / "training"
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "training.json").write_text(json.dumps({"suite": "training", "runs": runs, "baselines": levels,
-                                                         "wall_s": time.perf_counter() - start}, indent=1) + "\n")
-    (directory / "training.md").write_text(text + "\n")
-    print(f"wrote {figure(runs, levels, directory / 'training_curve.png')}")
+    directory = args.out / "training"
+    curve = figure(runs, levels)
+    payload = json.dumps({"suite": "training", "runs": runs, "baselines": levels, "wall_s": time.perf_counter() - start}, indent=1) + "\n"
+    write_atomic_bytes(directory / "training_curve.png", curve)
+    write_atomic(directory / "training.json", payload)
+    write_atomic(directory / "training.md", text + "\n")
+    print(f"wrote {directory}/training.json, training.md, training_curve.png")
     return 0
