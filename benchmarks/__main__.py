@@ -1,4 +1,4 @@
-"""``python -m benchmarks SUITE [suite options]``: run one benchmark suite (see DESIGN.md §5)."""
+"""``python -m benchmarks SUITE [suite options]``: run one benchmark suite (docs/benchmarks.md lists them)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""perf: env-steps/s of every view of core_env, side by side with the API floor (DESIGN.md §6).
+"""perf: env-steps/s of every view of core_env, side by side with the API floor (targets: docs/benchmarks.md, Throughput).
 
 Measured: (1) the PettingZoo view ``discrete_core_v1.parallel_env()``, (2) the Gymnasium view
 ``gym.make("core_env/DiscreteCoRE-v1").unwrapped``, (3) the batched ``Simulator.step`` at several B,
@@ -35,7 +35,7 @@ from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, load_suite
 from mara_agents.protocols import REMAINING_DEMAND
 
 BATCH_SIZES = (1, 64, 256)
-TARGET_RATIO, GOAL_RATIO, TARGET_BATCHED = 0.25, 0.5, 250_000  # DESIGN.md §6
+TARGET_RATIO, GOAL_RATIO, TARGET_BATCHED = 0.25, 0.5, 250_000  # the throughput targets of docs/benchmarks.md
 
 #: advances an environment once; returns (env-steps done, seconds spent inside the environment).
 Stepper = Callable[[], tuple[int, float]]
@@ -252,7 +252,7 @@ def run(seconds: float, seed: int = 0) -> dict[str, Any]:
 
 
 def summary(result: dict[str, Any]) -> str:
-    """Markdown: the views' env-steps/s, the targets of DESIGN.md §6, and every agent's decision time."""
+    """Markdown: the views' env-steps/s, the throughput targets (docs/benchmarks.md), and every agent's decision time."""
     rows = [(c["view"], c["B"], f"{c['env_steps_per_s']:,.0f}") for c in result["cases"].values()]
     ratio = result["pettingzoo_over_minimal"]
     batched = result["cases"][f"sim_b{BATCH_SIZES[-1]}"]["env_steps_per_s"]

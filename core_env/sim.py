@@ -1,6 +1,6 @@
 """The dynamics: B environments stepped together as a struct of arrays. No RL API here.
 
-One step (DESIGN.md §2), for every live environment:
+One step (docs/env.md, "A step"), for every live environment:
 
 1. Each node's action is 0 (idle) or ``k`` (the task in slot ``k - 1``). A choice of an empty slot is
    invalid and treated as idle (or raises with ``strict=True``). If several nodes choose one task, the

@@ -1,4 +1,4 @@
-"""Bad input gets a clear exception naming the problem, and the environment stays usable (DESIGN.md §7)."""
+"""Bad input gets a clear exception naming the problem, and the environment stays usable (docs/env.md, Arguments)."""
 
 from __future__ import annotations
 

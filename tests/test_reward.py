@@ -1,6 +1,6 @@
 """Team rewards: sparse = completions per step; shaped = sparse + potential difference, whose undiscounted
 return equals the number of completions exactly when the episode terminates, and the completions plus the
-final potential (the ``potential`` info) when ``max_cycles`` truncates it (DESIGN.md §2, Reward)."""
+final potential (the ``potential`` info) when ``max_cycles`` truncates it (docs/env.md, Rewards)."""
 
 from __future__ import annotations
 

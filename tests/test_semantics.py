@@ -1,4 +1,4 @@
-"""The step semantics of DESIGN.md §2 on hand-made tiny workloads whose answers are known.
+"""The step semantics of docs/env.md (A step) on hand-made tiny workloads whose answers are known.
 
 The default tiny bank's curve 0 is LINEAR: batch b has loss 10 - b (b = 0..9), so a node-step that trains
 batches [x0, x1) reports the mean of those values; past batch 10 the loss is the plateau 5.5 (mean of the

@@ -1,4 +1,4 @@
-"""The stress scenario's known answers (DESIGN.md §3): FIFO = EDF = 0%, clairvoyant = bound = 65%."""
+"""The stress scenario's known answers (docs/env.md, Workloads and seeds: the stress scenario): FIFO = EDF = 0%, clairvoyant = bound = 65%."""
 
 from __future__ import annotations
 

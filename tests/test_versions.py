@@ -40,3 +40,20 @@ def test_pettingzoo_v0_id_raises_where_the_registry_exists(env_type):
     with pytest.raises(gym.error.DeprecatedEnv, match=r"discrete_core_v1"):
         pettingzoo.make(env_type, core_env.REMOVED_PETTINGZOO_ID)
     assert pettingzoo.make(env_type, core_env.PETTINGZOO_ID).possible_agents[0] == "node_0"
+
+
+def test_the_repository_cites_only_its_own_documents():
+    """Code and docs must not send a user to design notes that ship elsewhere (DESIGN.md, paper.md §, anchors.md)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    pattern = re.compile(r"DESIGN\.md|DESIGN §|anchors\.md|paper\.md §|PAPER\.md|shared/docs|shared/research")
+    offenders = []
+    for top in ("core_env", "mara_agents", "benchmarks", "docs", "tests", "README.md", "Makefile", "pyproject.toml"):
+        paths = [root / top] if (root / top).is_file() else (root / top).rglob("*")
+        for path in paths:
+            if path.is_file() and path.suffix in (".py", ".md", ".toml", "") and "results" not in path.parts and path.name != "test_versions.py":
+                text = path.read_text(errors="ignore")
+                offenders += [f"{path.relative_to(root)}: {m.group(0)}" for m in pattern.finditer(text)]
+    assert not offenders, offenders

@@ -1,4 +1,4 @@
-"""LaiRA (Wang, Liu, Zhou, AAAI 2026), adapted to discrete nodes (paper.md §4).
+"""LaiRA (Wang, Liu, Zhou, AAAI 2026), adapted to discrete nodes (docs/agents.md, learning-aware allocators).
 
 LaiRA works in time slices. At the start of a slice it (1) filters out the tasks a look-ahead predictor
 (DKF) says cannot reach their target even with every remaining step, (2) ranks the rest by the ratio of an
@@ -12,7 +12,7 @@ predictions are good: fewer switches). Ours, per environment:
 * tasks with fewer than ``min_reports`` reports pass the filter and rank first (by deadline): the filter
   and the fit need a few points;
 * ρ̂ uses the WLS posterior sd times ``beta`` as the confidence radius (LaiRA's β_n‖X‖_{V⁻¹} up to the
-  noise scale, a tunable constant as paper.md §4.3 suggests);
+  noise scale, a tunable constant, as LaiRA's own analysis allows);
 * the PD gains are negative (rising error shortens slices), which is the stated intent of LaiRA's
   printed formula; slices are clipped to [1, ``max_slice``] steps.
 """

@@ -1,4 +1,4 @@
-"""LARA (Wang, Yu, Zhao, Zhou, ICML 2024), reconstructed for discrete nodes (paper.md §3.3).
+"""LARA (Wang, Yu, Zhao, Zhou, ICML 2024), reconstructed for discrete nodes (docs/agents.md, learning-aware allocators: what is LARA's and what is ours).
 
 LARA predicts each task's remaining demand from its loss curve (WLS on the log–log curve), treats
 allocation as an optimization over those predictions, explores new tasks for a fixed phase before

@@ -11,7 +11,7 @@ r_i = ln ℓ_i,
 so θ̂ = [θ₁, θ₂] = [−b̂, ln â]. A and b follow the O(1) recursion A ← γA + XXᵀ, b ← γb + rX
 (:class:`WLSState`); the batch API (:meth:`WLS.fit`) computes the same sums at once.
 
-Our adaptations (DESIGN.md §4, paper.md §3.3): s_i = i, the node-steps received when report i was made
+Our adaptations for discrete nodes (docs/agents.md, "WLS (LARA)"): s_i = i, the node-steps received when report i was made
 (the batches per node-step are not observed; with nominal service s is proportional to the data); and
 an uncertainty for the demand summary. The fit is read as a Gaussian posterior θ ~ N(θ̂, σ̂²(λI + A)⁻¹)
 with σ̂² the discounted residual variance, shrunk towards a prior noise level σ₀ with weight ν₀:
