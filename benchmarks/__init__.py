@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).parent / "results"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 def _replace_into(path: Path, write: Any, mode: str = "w") -> Path:
@@ -27,6 +29,7 @@ def _replace_into(path: Path, write: Any, mode: str = "w") -> Path:
     try:
         with os.fdopen(handle, mode, **({"newline": ""} if "b" not in mode else {})) as out:
             write(out)
+        os.chmod(temporary, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the permissions open() would
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
