@@ -62,7 +62,8 @@ def is_external(row: str) -> bool:
     if row in REGISTERED:
         return True
     prefix, colon, _ = row.partition(":")
-    return bool(colon) and prefix.split(",")[0] not in ALLOCATORS
+    shipped = prefix.split(",")[0] in ALLOCATORS or prefix in HEURISTICS or prefix in LEARNED or prefix in ("ppo-tianshou", *ORACLE_ROWS)
+    return bool(colon) and not shipped
 
 
 def register(name: str, factory: Callable[[], Agent], fingerprint: str | None = None) -> str:
@@ -168,7 +169,7 @@ def make_agent(row: str, seed: int = 0) -> Agent:
         path = checkpoint_path(row, seed)
         if not path.exists():
             raise FileNotFoundError(f"no checkpoint for {row!r} seed {seed} at {path}; train it with python -m mara_agents.mat.ppo")
-        return MATAgent.load(path)
+        return MATAgent.load(path, expect={"variant": row, "seed": seed})  # a checkpoint copied under another row's name is refused
     if row == "ppo-tianshou":
         from mara_agents.integrations.tianshou_ppo import load_agent
 

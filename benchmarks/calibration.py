@@ -1,4 +1,4 @@
-"""calibration: FIFO, EDF, clairvoyant, the MILP ceiling and the feasibility relaxation per task set and load.
+"""calibration: FIFO, EDF, the window-EDF probe, clairvoyant, the MILP ceiling and the feasibility relaxation per task set and load.
 
 Runs on every pre-generated evaluation suite (task sets id, rl_ood, vit_ood × loads train, x1.25, x1.5,
 x2; 10 roots × 4 episodes each) and on the stress scenario, and prints completion % as mean ± sd over
@@ -6,8 +6,9 @@ the evaluation roots. This is the table that documents the choice of the trainin
 (heuristics in the 50s, the MILP ceiling near 80 on id/train), that heavier loads lower everyone, and
 that on stress FIFO = EDF = 0 while clairvoyant reaches the ceiling. ``milp`` is the stored offline
 optimum (:mod:`benchmarks.ceilings`; unit speeds, slot limit relaxed); ``clairvoyant`` is a strong
-heuristic, not a bound; ``bound`` is the independent-feasibility relaxation (ignores contention).
-Results go to ``OUT/calibration.json`` (default ``benchmarks/results``).
+heuristic, not a bound; ``bound`` is the independent-feasibility relaxation (ignores contention);
+``window-edf`` is the leak probe (no curve values). The last column is EDF's distance to the ceiling,
+the gap a curve-aware scheduler has to close. Results go to ``OUT/calibration.json`` (default ``benchmarks/results``).
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks import markdown_table, write_results
+from benchmarks import add_out, markdown_table, write_results
 from benchmarks.quick import summarize
 from benchmarks.rollout import run_agent
 from core_env.config import LOADS, EnvConfig
@@ -28,7 +28,7 @@ from core_env.workload import SUITE_TASK_SETS, load_suite, stress_workload, suit
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 from mara_agents.heuristics import HEURISTICS
 
-AGENTS = ("fifo", "edf", "clairvoyant")
+AGENTS = ("fifo", "edf", "window-edf", "clairvoyant")
 COLUMNS = (*AGENTS, "milp", "bound")
 
 
@@ -55,13 +55,15 @@ def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = 
 
 
 def table(rows: Sequence[dict]) -> str:
-    body = [(r["task_set"], r["load"], *(f"{r[c]['mean']:.1f} ± {r[c]['sd']:.1f}" for c in COLUMNS)) for r in rows]
-    return markdown_table(("task set", "load", "FIFO", "EDF", "clairvoyant (heuristic)", "MILP ceiling", "independent-feasibility relaxation"), body)
+    body = [(r["task_set"], r["load"], *(f"{r[c]['mean']:.1f} ± {r[c]['sd']:.1f}" for c in COLUMNS), f"{r['milp']['mean'] - r['edf']['mean']:.1f}")
+            for r in rows]
+    return markdown_table(("task set", "load", "FIFO", "EDF", "window-EDF (probe)", "clairvoyant (heuristic)", "MILP ceiling",
+                           "independent-feasibility relaxation", "EDF → ceiling gap (points)"), body)
 
 
 def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks calibration", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="directory for calibration.json (default benchmarks/results)")
+    add_out(parser)
     args = parser.parse_args(argv)
     start = time.perf_counter()
     rows = evaluate()

@@ -2,10 +2,26 @@
 
 A :class:`Cell` is one agent row (and training seed, for learned agents) on one evaluation root of one
 scenario: a task set, a load, environment overrides (nodes, slots, speeds, switching cost) and the
-root's episodes, played as one batch. Its result (per-episode statistics and the cell's means) is a
-JSON file named by the cell's key under the cache directory, written atomically; a run loads the cells
-it finds valid and computes only the missing or corrupt ones, in parallel processes (``workers``) or on
-a Ray cluster (``backend="ray"``, the optional ``ray`` extra; ``address`` picks the cluster).
+root's episodes. Its result (per-episode statistics and the cell's means) is a JSON file named by the
+cell's key under the cache directory, written atomically (a temporary file unique to the process and
+thread, renamed into place). A run loads the cells it finds valid and computes only the missing or
+corrupt ones, in parallel processes (``workers``) or on a Ray cluster (``backend="ray"``, the optional
+``ray`` extra; ``address`` picks the cluster). Cells that differ only in their root run as one batch, in
+jobs of at most :data:`GROUP_ROOTS` roots.
+
+Integrity: each saved cell carries ``checksum``, the sha256 of its canonical JSON (``json.dumps`` of the
+result without ``checksum``, ``sort_keys=True``). :meth:`CellStore.load` treats a cell as missing (so it
+is recomputed) unless the checksum verifies, the result is this cell's (format, key, cell fields), its
+episode list is complete (the cell's ``episodes``; one for ``stress``) and every mean agrees with the
+episodes. A computed result that fails the same checks is an error, never saved or returned.
+
+Interruption: results are saved as each job finishes. On Ctrl-C (KeyboardInterrupt) or any other
+exception in the runner, finished results are saved, pending jobs are cancelled and the worker
+processes are terminated at once (killed if they do not stop within about a second); then the exception
+propagates. Workers never outlive the runner, even under ``kill -9``: on Linux each worker asks the
+kernel for SIGKILL when its parent dies (``prctl(PR_SET_PDEATHSIG)``), and everywhere a watchdog thread
+in each worker exits the worker within about half a second of the runner's death. Workers ignore
+SIGINT: a terminal's Ctrl-C reaches the whole process group and the runner stops them itself.
 
 Workloads: named loads at N = 4 replay the committed evaluation suites (``load_suite``); other
 scenarios (more nodes, a numeric load) draw seeded workloads on the evaluation curves, reproducibly from
@@ -14,14 +30,19 @@ the cell; ``stress`` is the fixed stress scenario.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import hashlib
 import json
+import math
 import os
+import signal
+import sys
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +55,15 @@ from core_env.curves import bank_for
 from core_env.workload import SUITE_EPISODES, Workload, draw_workload, load_suite, stress_workload
 
 #: Bump when a cell's result would change for the same key (invalidates every cached cell).
-FORMAT = 2  # 2: discrete_core_v1 workloads
+FORMAT = 3  # 2: discrete_core_v1 workloads; 3: saved cells carry a checksum
 CELL_DIR = RESULTS_DIR / "cells"
 #: Per-episode statistics kept in a cell's result.
 EPISODE_STATS = ("completion_rate", "completed", "arrived", "failed", "rejected", "node_utilization", "busy_node_steps",
                  "wasted_node_steps", "switches", "conflicts", "invalid_actions", "t")
 _DRAWN_SEED = 20261129
+#: Most roots of one row × scenario played as one job (one batch): larger jobs batch more predictor calls,
+#: smaller ones lose less to an interruption.
+GROUP_ROOTS = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +121,10 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
     first = cells[0]
     if any(dataclasses.replace(c, root=first.root) != first for c in cells):
         raise ValueError("a group's cells must differ only in their root")
+    if first.agent == "milp":  # the ceiling row: stored or solved optima, not a rollout
+        from benchmarks.ceiling_cells import ceiling_results
+
+        return ceiling_results(cells)
     workloads = [cell.workloads() for cell in cells]
     flat = [w for group in workloads for w in group]
     stats, decision_s, decisions = run_agent(make_agent(first.agent, first.seed), flat, first.config(), timed=True)
@@ -112,8 +140,56 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
     return results
 
 
+def checksum(result: dict[str, Any]) -> str:
+    """The sha256 of a cell result's canonical JSON: ``json.dumps`` of the result without its ``checksum``
+    entry, ``sort_keys=True`` (what :meth:`CellStore.save` stores and :meth:`CellStore.load` verifies)."""
+    body = {key: value for key, value in result.items() if key != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def expected_episodes(cell: Cell) -> int:
+    """How many episodes a result of ``cell`` holds (``len(cell.workloads())``, from the cell's fields)."""
+    return 1 if cell.task_set == "stress" else cell.episodes
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float))
+
+
+def result_problem(cell: Cell, result: Any, key: str | None = None) -> str | None:
+    """Why ``result`` (as parsed from JSON, without ``checksum``) is not a complete, consistent result of
+    ``cell``, or None when it is: format, key and cell fields must be the cell's, the episode list complete
+    (:func:`expected_episodes`), every :data:`EPISODE_STATS` mean present and every mean equal to the mean
+    of its episodes (to 1e-9 relative). ``key``: ``cell.key`` if already known."""
+    if not isinstance(result, dict):
+        return f"not a JSON object ({type(result).__name__})"
+    if result.get("format") != FORMAT:
+        return f"format {result.get('format')!r}, expected {FORMAT}"
+    key = cell.key if key is None else key
+    if result.get("key") != key:
+        return f"key {result.get('key')!r}, expected {key!r}"
+    if result.get("cell") != json.loads(json.dumps(dataclasses.asdict(cell), default=list)):
+        return f"cell fields {result.get('cell')!r} are not the cell's"
+    episodes, means, expected = result.get("episodes"), result.get("mean"), expected_episodes(cell)
+    if not isinstance(episodes, list) or len(episodes) != expected:
+        return f"{len(episodes) if isinstance(episodes, list) else 'no'} episodes, expected {expected}"
+    if not all(isinstance(e, dict) for e in episodes):
+        return "an episode is not a JSON object"
+    if not isinstance(means, dict) or not set(EPISODE_STATS) <= set(means):
+        return f"means of {sorted(set(EPISODE_STATS) - set(means if isinstance(means, dict) else ()))} are missing"
+    for name, mean in means.items():
+        values = [e.get(name) for e in episodes]
+        if not _number(mean) or not all(_number(v) for v in values):
+            return f"mean or episode values of {name!r} are missing or not numbers"
+        recomputed = float(np.mean(values))
+        if not (math.isclose(mean, recomputed, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(mean) and math.isnan(recomputed))):
+            return f"mean {name} = {mean!r} disagrees with its episodes ({recomputed!r})"
+    return None
+
+
 class CellStore:
-    """Cell results as JSON files under ``directory`` (atomic writes; corrupt files count as missing)."""
+    """Cell results as JSON files under ``directory``, each with its checksum (atomic writes; a file that
+    is corrupt, truncated or inconsistent counts as missing)."""
 
     def __init__(self, directory: Path = CELL_DIR) -> None:
         self.directory = Path(directory)
@@ -122,27 +198,42 @@ class CellStore:
         return self.directory / f"{cell.key}.json"
 
     def load(self, cell: Cell) -> dict[str, Any] | None:
-        """The cached result, or None when it is missing, unreadable or not this cell's."""
+        """The cached result (without its ``checksum``), or None when it is missing or unreadable, its
+        checksum does not verify, or it is not a complete, consistent result of this cell
+        (:func:`result_problem`)."""
+        key = cell.key
         try:
-            result = json.loads(self.path(cell).read_text())
-        except (OSError, ValueError):
+            result = json.loads((self.directory / f"{key}.json").read_text())
+        except (OSError, ValueError):  # includes UnicodeDecodeError and JSONDecodeError
             return None
-        if not isinstance(result, dict) or result.get("format") != FORMAT or result.get("key") != cell.key \
-                or not isinstance(result.get("episodes"), list) or len(result["episodes"]) == 0 or "mean" not in result:
+        if not isinstance(result, dict) or result.get("checksum") != checksum(result):
             return None
-        return result
+        result = {name: value for name, value in result.items() if name != "checksum"}
+        return None if result_problem(cell, result, key) is not None else result
 
     def save(self, cell: Cell, result: dict[str, Any]) -> None:
+        """Write ``result`` (JSON-ready) with its :func:`checksum` as the cell's file, atomically: a
+        temporary file unique to this process and thread, renamed into place."""
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(cell)
-        temporary = path.with_suffix(f".tmp{os.getpid()}")
-        temporary.write_text(json.dumps(result, indent=0, sort_keys=True))
-        os.replace(temporary, path)
+        body = {name: value for name, value in result.items() if name != "checksum"}
+        text = json.dumps({**body, "checksum": checksum(body)}, indent=0, sort_keys=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            temporary.write_text(text)
+            os.replace(temporary, path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
 
 
 def run_cells(cells: Iterable[Cell], store: CellStore | None = None, workers: int = 1, backend: str = "process",
               address: str | None = None, progress: bool = True, runner: Callable[[Cell], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Results of ``cells`` in order: cached ones loaded, the others computed and cached as they finish.
+
+    Each computed result is checked (:func:`result_problem`) and saved as soon as its job finishes; on
+    an interruption or error, finished results are saved, the workers are stopped at once and the
+    exception propagates (see the module docstring).
 
     Args:
         cells: the cells (duplicates are computed once).
@@ -151,8 +242,13 @@ def run_cells(cells: Iterable[Cell], store: CellStore | None = None, workers: in
         backend: ``"process"`` or ``"ray"`` (needs ``pip install -e ".[ray]"``).
         address: Ray cluster address (None starts or joins a local instance).
         progress: show a progress bar.
-        runner: what computes one cell (tests substitute their own); by default cells that differ only
-            in their root run as one batch (:func:`run_group`).
+        runner: what computes one cell (tests substitute their own; with ``workers > 1`` it must be
+            picklable); by default cells that differ only in their root run as one batch
+            (:func:`run_group`), at most :data:`GROUP_ROOTS` roots per job.
+
+    Raises:
+        ValueError: a bad ``backend`` or ``workers``, or a computed result that is not a complete,
+            consistent result of its cell (it is not saved).
     """
     if backend not in ("process", "ray"):
         raise ValueError(f"backend must be 'process' or 'ray', got {backend!r}")
@@ -168,20 +264,33 @@ def run_cells(cells: Iterable[Cell], store: CellStore | None = None, workers: in
             missing[cell.key] = cell
         else:
             results[cell.key] = cached
-    bar = tqdm(total=len(missing), desc="cells", unit="cell", disable=not progress, leave=False)
     if runner is None:
         groups: dict[Cell, list[Cell]] = {}
         for cell in missing.values():
             groups.setdefault(dataclasses.replace(cell, root=0), []).append(cell)
-        jobs, work = list(groups.values()), run_group
+        jobs = [group[i:i + GROUP_ROOTS] for group in groups.values() for i in range(0, len(group), GROUP_ROOTS)]
+        work: Callable[[list[Cell]], list[dict[str, Any]]] = run_group
     else:
         jobs, work = [[cell] for cell in missing.values()], _PerCell(runner)
-    for cell, result in _compute(jobs, workers, backend, address, work):
-        result = json.loads(json.dumps(result, sort_keys=True))  # as a later run will load it
-        store.save(cell, result)
-        results[cell.key] = result
-        bar.update()
-    bar.close()
+    bar = tqdm(total=len(missing), desc="cells", unit="cell", disable=not progress, leave=False)
+
+    def finish(job: list[Cell], outputs: list[dict[str, Any]]) -> None:
+        if not isinstance(outputs, list) or len(outputs) != len(job):
+            raise ValueError(f"a job of {len(job)} cells returned {len(outputs) if isinstance(outputs, list) else type(outputs).__name__} results")
+        for cell, output in zip(job, outputs):
+            result = json.loads(json.dumps({k: v for k, v in output.items() if k != "checksum"}, sort_keys=True))  # as a later run will load it
+            problem = result_problem(cell, result)
+            if problem is not None:
+                raise ValueError(f"the computed result of {cell} is not valid ({problem}); not saved")
+            store.save(cell, result)
+            if cell.key not in results:
+                bar.update()
+            results[cell.key] = result
+
+    try:
+        _compute(jobs, workers, backend, address, work, finish)
+    finally:
+        bar.close()
     return [results[cell.key] for cell in cells]
 
 
@@ -195,28 +304,116 @@ class _PerCell:
         return [self.runner(cell) for cell in job]
 
 
-def _compute(jobs: Sequence[list[Cell]], workers: int, backend: str, address: str | None, work: Callable[[list[Cell]], list[dict[str, Any]]]):
-    """Yield (cell, result) as jobs (lists of cells) finish."""
+Work = Callable[[list[Cell]], list[dict[str, Any]]]
+Finish = Callable[[list[Cell], list[dict[str, Any]]], None]
+
+
+def _compute(jobs: Sequence[list[Cell]], workers: int, backend: str, address: str | None, work: Work, finish: Finish) -> None:
+    """Run ``jobs`` (lists of cells) with ``work``; call ``finish(job, results)`` in this process as each job finishes."""
     if not jobs:
         return
     if backend == "ray":
-        finished = _compute_ray(jobs, address, work)
+        _compute_ray(jobs, address, work, finish)
     elif workers == 1:
-        finished = ((job, work(job)) for job in jobs)
+        for job in jobs:
+            finish(job, work(job))
     else:
-        finished = _compute_pool(jobs, workers, work)
-    for job, results in finished:
-        yield from zip(job, results)
+        _compute_pool(jobs, workers, work, finish)
 
 
-def _compute_pool(jobs: Sequence[list[Cell]], workers: int, work: Callable[[list[Cell]], list[dict[str, Any]]]):
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(work, job): job for job in jobs}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+def _compute_pool(jobs: Sequence[list[Cell]], workers: int, work: Work, finish: Finish) -> None:
+    """Jobs on a process pool; on any exception (KeyboardInterrupt included) the finished jobs are
+    delivered, the rest cancelled, the workers terminated, and the exception re-raised."""
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), initializer=_worker_start, initargs=(os.getpid(),))
+    undelivered: dict[Future, list[Cell]] = {}
+    try:
+        for job in jobs:
+            undelivered[pool.submit(work, job)] = job
+        pending = set(undelivered)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                finish(undelivered[future], future.result())
+                del undelivered[future]
+    except BaseException:
+        for future in undelivered:
+            future.cancel()
+        try:
+            _deliver_finished(undelivered, finish)
+        finally:
+            _stop_workers(pool)
+        _deliver_finished(undelivered, finish)  # any that finished meanwhile
+        raise
+    pool.shutdown(wait=True)
 
 
-def _compute_ray(jobs: Sequence[list[Cell]], address: str | None, work: Callable[[list[Cell]], list[dict[str, Any]]]):
+def _deliver_finished(undelivered: dict[Future, list[Cell]], finish: Finish) -> None:
+    """Deliver the jobs that finished successfully (while another exception is on its way: a failing
+    delivery is skipped, the original exception matters more)."""
+    for future, job in list(undelivered.items()):
+        if future.done() and not future.cancelled() and future.exception() is None:
+            try:
+                finish(job, future.result())
+            except Exception:
+                continue
+            del undelivered[future]
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate the pool's workers now (SIGTERM, SIGKILL after a second) and shut the pool down without waiting."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + 1.0
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+            process.join(1.0)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+#: Seconds between a worker's checks that the runner is still alive.
+WATCHDOG_SECONDS = 0.5
+
+
+def _worker_start(runner: int) -> None:
+    """Pool initializer: ignore SIGINT (the runner stops its workers) and never outlive the runner (pid ``runner``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the watchdog still stops this worker
+    if not _alive(runner):  # it died before the death signal was armed
+        os._exit(1)
+    threading.Thread(target=_watch_runner, args=(runner, parent), name="cells-runner-watchdog", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    if os.name == "nt":  # os.kill(pid, 0) would terminate it there: rely on the parent check
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _watch_runner(runner: int, parent: int) -> None:
+    """Exit this worker once its parent changes (the runner, or a fork server, died) or the runner is gone."""
+    while os.getppid() == parent and _alive(runner):
+        time.sleep(WATCHDOG_SECONDS)
+    os._exit(1)
+
+
+def _compute_ray(jobs: Sequence[list[Cell]], address: str | None, work: Work, finish: Finish) -> None:
     try:
         import ray
     except ImportError:
@@ -227,10 +424,24 @@ def _compute_ray(jobs: Sequence[list[Cell]], address: str | None, work: Callable
     try:
         remote = ray.remote(work)
         pending = {remote.remote(job): job for job in jobs}
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            job = pending.pop(done[0])
-            yield job, ray.get(done[0])
+        try:
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                finish(pending[done[0]], ray.get(done[0]))
+                del pending[done[0]]
+        except BaseException:
+            ready = ray.wait(list(pending), num_returns=len(pending), timeout=0)[0] if pending else []
+            for ref in ready:
+                try:
+                    finish(pending.pop(ref), ray.get(ref, timeout=0))
+                except Exception:
+                    continue
+            for ref in pending:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:
+                    pass
+            raise
     finally:
         if started:
             ray.shutdown()

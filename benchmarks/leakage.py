@@ -25,15 +25,15 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.stats import spearmanr
 from tqdm import tqdm
 
-from benchmarks import add_suite_selection, markdown_table, write_results
-from benchmarks.quick import summarize
+from benchmarks import add_out, add_suite_selection, markdown_table, write_results
+from benchmarks.quick import root_rates, summarize
+from benchmarks.stats import paired_difference
 from benchmarks.rollout import run_agent
 from core_env.config import LOADS, EnvConfig
 from core_env.curves import bank_for
@@ -72,8 +72,10 @@ def audit(task_set: str, load: str, factor: float) -> dict[str, Any]:
                            "finite_demand_share": float(finite.mean()),
                            "spearman_demand_window": float(spearmanr(demand[finite], window[finite]).statistic)}
     agents = {"edf": EDF(), "window_edf": WindowEDF(factor), "oracle_admission": make_allocator("edf-admission:oracle"), "clairvoyant": Clairvoyant()}
+    row["per_root"] = {}
     for name, agent in agents.items():
-        row[name] = summarize(run_agent(agent, workloads, config)["completion_rate"], cells)
+        rates = run_agent(agent, workloads, config)["completion_rate"]
+        row[name], row["per_root"][name] = summarize(rates, cells), root_rates(rates, cells).tolist()
     row["milp"] = summarize(suite_ceiling_rates(task_set, load, cells), cells)
     row["milp_max_gap"] = max(c["gap"] for c in suite_ceilings(task_set, load).values())
     row["bound"] = summarize(independent_feasibility_bounds(workloads), cells)
@@ -91,8 +93,12 @@ def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = 
     if "id" in train:
         probe_gain = train["id"]["window_edf"] - train["id"]["edf"]
         oracle_gain = train["id"]["oracle_admission"] - train["id"]["window_edf"]
+        roots = next(r["per_root"] for r in rows if r["task_set"] == "id" and r["load"] == "train")
         result["criteria"] = {"window_edf_minus_edf": probe_gain, "oracle_admission_minus_window_edf": oracle_gain,
-                              "hides_demand": bool(probe_gain <= MAX_PROBE_GAIN and oracle_gain >= MIN_ORACLE_GAIN)}
+                              "hides_demand": bool(probe_gain <= MAX_PROBE_GAIN and oracle_gain >= MIN_ORACLE_GAIN),
+                              # paired by evaluation root: mean, t-based 95% CI, exact sign-flip p
+                              "window_edf_minus_edf_by_root": paired_difference(roots["window_edf"], roots["edf"]),
+                              "oracle_admission_minus_window_edf_by_root": paired_difference(roots["oracle_admission"], roots["window_edf"])}
     return result
 
 
@@ -105,7 +111,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks leakage", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="directory for leakage.json (default benchmarks/results)")
+    add_out(parser)
     add_suite_selection(parser)
     args = parser.parse_args(argv)
     start = time.perf_counter()
@@ -115,7 +121,9 @@ def main(argv: Sequence[str] = ()) -> int:
     print("\nwindow factor fitted on train workloads: " + ", ".join(f"{t} {c}" for t, c in result["window_factor"].items()))
     if "criteria" in result:
         c = result["criteria"]
-        print(f"id/train: window_edf - edf = {c['window_edf_minus_edf']:+.1f} (<= {MAX_PROBE_GAIN}), "
+        probe = c["window_edf_minus_edf_by_root"]
+        print(f"id/train: window_edf - edf = {c['window_edf_minus_edf']:+.1f} [{probe['ci_low']:+.1f}, {probe['ci_high']:+.1f}] "
+              f"p = {probe['p_value']:.4f} by root (<= {MAX_PROBE_GAIN}), "
               f"oracle_admission - window_edf = {c['oracle_admission_minus_window_edf']:+.1f} (>= {MIN_ORACLE_GAIN}): "
               f"{'the workload hides the demand' if c['hides_demand'] else 'LEAK: the deadline window gives the demand away'}")
     paths = write_results("leakage", result, out=args.out)

@@ -45,10 +45,15 @@ def scenarios(roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES) -> dict[
     }
 
 
+def root_rates(rates: np.ndarray, cells: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Per evaluation root (sorted), the mean of ``rates`` over its episodes, in %."""
+    roots = np.array([root for root, _ in cells])
+    return np.array([rates[roots == r].mean() for r in np.unique(roots)]) * 100.0
+
+
 def summarize(rates: np.ndarray, cells: Sequence[tuple[int, int]]) -> dict[str, float]:
     """Mean and sample sd (0 for one root) over roots of the per-root mean of ``rates``, in %."""
-    roots = np.array([root for root, _ in cells])
-    per_root = np.array([rates[roots == r].mean() for r in np.unique(roots)]) * 100.0
+    per_root = root_rates(rates, cells)
     return {"mean": float(per_root.mean()), "sd": float(per_root.std(ddof=1)) if per_root.size > 1 else 0.0}
 
 

@@ -1,8 +1,11 @@
 """Reading a shipped checkpoint: resolve the file, read its bytes, verify them against the manifest beside it.
 
-A checkpoint ``NAME.pt`` may have a manifest ``NAME.json`` holding the sha256 of the bytes; when it does,
-the bytes must match. Used by the MAT agent and the Tianshou integration (the trainer side writes with
-:func:`core_env.npz.write_atomic`).
+A checkpoint ``NAME.pt`` must have a manifest ``NAME.json`` (a JSON object) holding the sha256 of the
+bytes, and the bytes must match it: a checkpoint without a readable manifest is refused, never loaded
+unverified. The writers (:func:`mara_agents.mat.agent.save_policy`,
+:func:`mara_agents.integrations.tianshou_ppo.save_checkpoint`) always write both, atomically with
+:func:`core_env.npz.write_atomic`. Used by the MAT agent and the Tianshou integration, which check the
+manifest's other fields themselves.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ def read_verified(path: Path | str, default_file: str, missing: str) -> tuple[Pa
     """(file, bytes, manifest) of a checkpoint; ``path`` may be a run directory holding ``default_file``.
 
     Raises:
-        ValueError: ``missing`` (with the path) when there is no file; "checksum mismatch ..." when the
-            manifest's sha256 differs from the file's.
+        ValueError: ``missing`` (with the path) when there is no file; "manifest ... is missing" when
+            there is no ``NAME.json`` beside it, "... is not a JSON object" when it cannot be read as one;
+            "checksum mismatch ..." when the manifest's sha256 differs from the file's.
     """
     path = Path(path)
     if path.is_dir():
@@ -27,9 +31,16 @@ def read_verified(path: Path | str, default_file: str, missing: str) -> tuple[Pa
         raise ValueError(f"{missing}: {path}")
     data = path.read_bytes()
     manifest_path = path.with_suffix(".json")
-    manifest: dict[str, Any] = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-    if manifest_path.exists():
-        actual = hashlib.sha256(data).hexdigest()
-        if manifest.get("sha256") != actual:
-            raise ValueError(f"checksum mismatch for checkpoint {path}: {manifest_path.name} says sha256 {manifest.get('sha256')}, file has {actual}")
+    if not manifest_path.exists():
+        raise ValueError(f"manifest {manifest_path} of checkpoint {path} is missing: a checkpoint is only loaded "
+                         "against the sha256 in its manifest (the trainer writes both)")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"manifest {manifest_path} of checkpoint {path} is not a JSON object: {error}") from error
+    if not isinstance(manifest, dict):
+        raise ValueError(f"manifest {manifest_path} of checkpoint {path} is not a JSON object ({type(manifest).__name__})")
+    actual = hashlib.sha256(data).hexdigest()
+    if manifest.get("sha256") != actual:
+        raise ValueError(f"checksum mismatch for checkpoint {path}: {manifest_path.name} says sha256 {manifest.get('sha256')}, file has {actual}")
     return path, data, manifest

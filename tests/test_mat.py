@@ -307,6 +307,16 @@ def test_checkpoint_round_trip_gives_identical_actions(tmp_path):
     assert 0.0 <= completion(MATAgent.load(tmp_path / "mat.pt"), real_workloads(other, 2, seed=1), other) <= 1.0
 
 
+def _write_manifest(path, model_config):
+    """A valid manifest beside a hand-made checkpoint file, so loading reaches the checks after the manifest's."""
+    import hashlib
+
+    from mara_agents.mat.agent import POLICY_FORMAT
+
+    manifest = {"format": POLICY_FORMAT, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "model_config": model_config}
+    path.with_suffix(".json").write_text(json.dumps(manifest))
+
+
 def test_checkpoint_mismatches_raise_clear_errors(tmp_path):
     model = MATModel(MATConfig(history=8, predictor=None))
     save_policy(model, tmp_path / "mat.pt", {})
@@ -329,12 +339,14 @@ def test_checkpoint_mismatches_raise_clear_errors(tmp_path):
     state = torch.load(tmp_path / "mat.pt", weights_only=True)
     state["config"]["predictor"] = "wls"
     torch.save(state, tmp_path / "wrong.pt")
+    _write_manifest(tmp_path / "wrong.pt", state["config"])
     with pytest.raises(ValueError, match="does not fit its configuration"):
         load_policy(tmp_path / "wrong.pt")
     (tmp_path / "mat.pt").write_bytes((tmp_path / "mat.pt").read_bytes()[:-10])
     with pytest.raises(ValueError, match="checksum mismatch"):
         MATAgent.load(tmp_path)
     torch.save({"weights": 1}, tmp_path / "other.pt")
+    _write_manifest(tmp_path / "other.pt", None)
     with pytest.raises(ValueError, match="not a MAT policy checkpoint"):
         load_policy(tmp_path / "other.pt")
     with pytest.raises(ValueError, match="keys"):

@@ -246,9 +246,12 @@ def load_agent(path: Path | str = SHIPPED_CHECKPOINT, deterministic: bool = True
     the shipped :data:`SHIPPED_CHECKPOINT`), for the benchmark row :data:`ROW_NAME`.
 
     Raises:
-        ValueError: missing file, another format, or a checksum that does not match the manifest.
+        ValueError: missing file or manifest (``policy.json``, required), another format, or a checksum
+            that does not match the manifest.
     """
-    path, data, _ = read_verified(path, POLICY_FILE, "no Tianshou PPO checkpoint (train one with python -m mara_agents.integrations.tianshou_ppo --out DIR)")
+    path, data, manifest = read_verified(path, POLICY_FILE, "no Tianshou PPO checkpoint (train one with python -m mara_agents.integrations.tianshou_ppo --out DIR)")
+    if manifest.get("format") != FORMAT:
+        raise ValueError(f"{path.with_suffix('.json')}: not a {FORMAT} manifest (format {manifest.get('format')!r})")
     ckpt = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     if ckpt.get("format") != FORMAT:
         raise ValueError(f"{path}: not a {FORMAT} checkpoint (format {ckpt.get('format')!r})")

@@ -80,14 +80,29 @@ def save_policy(model: MATModel, path: Path | str, manifest: dict[str, Any]) -> 
     return manifest
 
 
-def load_policy(path: Path | str, device: str = "cpu") -> tuple[MATModel, dict[str, Any]]:
-    """Load a policy checkpoint (``mat.pt``, or a run directory holding one) and its manifest, if any.
+def load_policy(path: Path | str, device: str = "cpu", expect: Mapping[str, Any] | None = None) -> tuple[MATModel, dict[str, Any]]:
+    """Load a policy checkpoint (``mat.pt``, or a run directory holding one) and its manifest
+    (``mat.json`` beside it, required; see :mod:`mara_agents.checkpoint_files`).
+
+    Args:
+        expect: manifest entries the checkpoint must have, e.g. ``{"variant": "mara", "seed": 0}``
+            (``seed``: the training seed the manifest records).
 
     Raises:
-        ValueError: missing file, another format, a checksum that does not match the manifest, or
-            weights that do not fit the stored configuration.
+        ValueError: a missing file or manifest, another format, a checksum that does not match the
+            manifest, a manifest ``model_config`` other than the checkpoint's configuration, a manifest
+            entry other than ``expect``'s (naming the entry), or weights that do not fit the stored
+            configuration.
     """
     path, data, manifest = read_verified(path, POLICY_FILE, "MAT checkpoint is missing")
+    if manifest.get("format") != POLICY_FORMAT:
+        raise ValueError(f"manifest {path.with_suffix('.json')} is not a MAT policy manifest (format {manifest.get('format')!r}, "
+                         f"expected {POLICY_FORMAT!r})")
+    for name, value in (expect or {}).items():
+        if name not in manifest:
+            raise ValueError(f"MAT checkpoint {path}: its manifest has no {name!r} (expected {value!r})")
+        if manifest[name] != value:
+            raise ValueError(f"MAT checkpoint {path}: manifest {name} is {manifest[name]!r}, expected {value!r}")
     try:
         state = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
     except Exception as error:  # truncated or foreign files raise various torch/pickle errors
@@ -96,6 +111,9 @@ def load_policy(path: Path | str, device: str = "cpu") -> tuple[MATModel, dict[s
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise ValueError(f"{path} is not a MAT policy checkpoint (format {found!r}, expected {POLICY_FORMAT!r})")
     config = MATConfig.from_dict(state.get("config"))
+    if manifest.get("model_config") != config.to_dict():
+        raise ValueError(f"MAT checkpoint {path}: manifest model_config {manifest.get('model_config')!r} differs from the "
+                         f"checkpoint's configuration {config.to_dict()!r}")
     model = MATModel(config)
     try:
         model.load_state_dict(state["model"], strict=True)
@@ -133,13 +151,16 @@ class MATAgent(Agent):
 
     @classmethod
     def load(cls, path: Path | str, deterministic: bool = True, device: str = "cpu", seed: int = 0,
-             env_config: EnvConfig | None = None, predictor=None) -> MATAgent:
-        """The agent of a checkpoint written by the trainer (``mat.pt`` or its run directory).
+             env_config: EnvConfig | None = None, predictor=None, expect: Mapping[str, Any] | None = None) -> MATAgent:
+        """The agent of a checkpoint written by the trainer (``mat.pt`` or its run directory), verified
+        against its manifest (required; see :func:`load_policy`).
 
         With ``env_config``, the checkpoint is checked against that environment up front (ValueError
-        naming the mismatch); otherwise :meth:`act` checks each observation's layout.
+        naming the mismatch); otherwise :meth:`act` checks each observation's layout. With ``expect``
+        (e.g. ``{"variant": "mara", "seed": 0}``: the manifest's variant and *training* seed; ``seed``
+        above only seeds sampling), a manifest entry other than expected is a ValueError naming it.
         """
-        model, manifest = load_policy(path, device)
+        model, manifest = load_policy(path, device, expect=expect)
         if env_config is not None and env_config.history != model.config.history:
             raise ValueError(f"MAT checkpoint {path} was trained with history H={model.config.history} reported losses per slot, "
                              f"the environment has history={env_config.history}")
