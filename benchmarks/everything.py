@@ -1,7 +1,8 @@
 """all: every suite in turn, then docs/results.md from their outputs.
 
 ``python -m benchmarks all [--workers W] [--backend process|ray] [--skip SUITE ...] [--out DIR] [--no-publish]``
-runs quick, prediction, training, paper, stress, diagnostics, shaping, falsifier, scale and perf into
+runs quick, leakage, calibration, prediction, training, paper, stress, diagnostics, shaping, falsifier,
+scale and perf (every suite but ``ceilings``, which regenerates the stored optima) into
 ``DIR`` (default ``benchmarks/results``; cell-based suites resume from ``DIR/cells``), then — unless
 ``--no-publish`` — copies each suite's tables, JSON and figures to ``docs/results/`` and writes
 ``docs/results.md`` with the command, the commit, the hardware and the wall times (the only suite that
@@ -11,6 +12,7 @@ writes into the checkout, and only there).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import time
 from collections.abc import Sequence
@@ -22,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS_RESULTS = ROOT / "docs" / "results"
 PAGE = ROOT / "docs" / "results.md"
 CELL_SUITES = ("paper", "stress", "diagnostics", "shaping", "falsifier", "scale")
-ORDER = ("quick", "prediction", "training", *CELL_SUITES, "perf")
+#: Every suite but ``ceilings`` (which regenerates the committed optima: ~30 min, run after new suites).
+ORDER = ("quick", "leakage", "calibration", "prediction", "training", *CELL_SUITES, "perf")
 
 INTRO = """# Results
 
@@ -85,6 +88,13 @@ def publish(walls: dict[str, float], out: Path, command: str) -> Path:
         for source in (out / f"{name}.json", out / f"{name}.png"):
             if source.exists():
                 write_atomic_bytes(DOCS_RESULTS / source.name, source.read_bytes())
+    for name in ("calibration", "leakage"):
+        source = out / f"{name}.json"
+        if source.exists():
+            module = importlib.import_module(f"benchmarks.{name}")
+            write_atomic_bytes(DOCS_RESULTS / source.name, source.read_bytes())
+            sections.insert(0, f"## {name}\n\n`python -m benchmarks {name}` ({walls.get(name, float('nan')):.0f} s)\n\n"
+                               f"{module.table(json.loads(source.read_text())['rows'])}\n")
     prediction = out / "prediction.json"
     if prediction.exists():
         from benchmarks.prediction import table as prediction_table
