@@ -14,13 +14,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+# Flag bits per curve; the rule that sets them is public: :func:`core_env.curves.flags.flag_runs`.
+from core_env.curves.flags import DIVERGED, NON_LEARNER  # noqa: F401  (re-exported)
+
 #: Losses are clipped into [LOSS_FLOOR, LOSS_CEIL] so that logs and means are always finite.
 LOSS_FLOOR = 1e-6
 LOSS_CEIL = 1e6
-
-#: Flag bits per curve.
-DIVERGED = 1
-NON_LEARNER = 2
 
 
 def plateau_window(length: int) -> int:
@@ -42,7 +41,8 @@ class CurveBank:
             ``j = L_i`` holds the plateau), aligned with ``cum``.
         plateau: (C,) float64 loss past the end of each curve.
         family: (C,) str family label of each curve (e.g. ``"mlp_digits"``).
-        flags: (C,) uint8 bitfield (:data:`DIVERGED`, :data:`NON_LEARNER`).
+        flags: (C,) uint8 bitfield (:data:`DIVERGED`, :data:`NON_LEARNER`; set by
+            :func:`core_env.curves.flags.flag_runs`).
     """
 
     def __init__(

@@ -16,14 +16,9 @@ from typing import Any
 
 import numpy as np
 
-#: Flag bits (same values as :mod:`core_env.curves.bank`).
-DIVERGED = 1
-NON_LEARNER = 2
-
-#: A finite loss above ``EXPLODE_FACTOR * max(first loss, 1)`` counts as divergence; the run stops there.
-EXPLODE_FACTOR = 100.0
-#: A run is a non-learner when its final smoothed loss exceeds this fraction of its initial smoothed loss.
-NON_LEARNER_RATIO = 0.9
+# The flag bits and the rule behind them are public: :mod:`core_env.curves.flags` (re-exported here).
+# The trainer stops a run whose finite loss exceeds ``EXPLODE_FACTOR * max(first loss, 1)``.
+from core_env.curves.flags import DIVERGED, EXPLODE_FACTOR, NON_LEARNER, NON_LEARNER_RATIO, flag_one, smooth_window  # noqa: F401
 
 
 # --------------------------------------------------------------------------------------------- seeds
@@ -209,23 +204,19 @@ class EpochSampler:
 
 
 # ------------------------------------------------------------------------------------------ finishing
-def smooth_window(n: int) -> int:
-    return int(min(n, max(5, n // 50)))
-
-
 def finalize(losses: list[float] | np.ndarray, diverged: bool) -> tuple[np.ndarray, int, dict[str, float]]:
-    """float32 values, flag bits and summary statistics of a finished run."""
+    """float32 values, flag bits and summary statistics of a finished run.
+
+    Flags come from the public rule (:func:`core_env.curves.flags.flag_runs`) applied to the finite,
+    clipped values, with ``stopped=diverged`` (the trainer's own divergence report).
+    """
     values = np.asarray(losses, dtype=np.float64)
     values = values[np.isfinite(values)] if values.size else values
-    flags = DIVERGED if diverged else 0
     stats: dict[str, float] = {}
     if values.size:
         values = np.clip(values, 0.0, np.finfo(np.float32).max / 2)
         w = smooth_window(values.size)
         initial, final = float(values[:w].mean()), float(values[-w:].mean())
         stats = {"initial_smoothed": initial, "final_smoothed": final, "min_loss": float(values.min())}
-        if final > NON_LEARNER_RATIO * initial:
-            flags |= NON_LEARNER
-    else:
-        flags |= NON_LEARNER
+    flags = flag_one(values, stopped=bool(diverged))
     return values.astype(np.float32), int(flags), stats
