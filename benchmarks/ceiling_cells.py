@@ -1,9 +1,9 @@
 """The ``milp`` row of the cell-based suites: the offline optimum of each cell's episodes, as a cell result.
 
-For the committed evaluation suites (a named load at the suites' N, unit speeds) the optimum is read
-from the stored ceilings (``core_env/data/suites/ceilings.json``, every episode proven optimal); for
-other unit-speed scenarios (more nodes, the stress scenario) it is solved here with
-:func:`mara_agents.bounds.milp_ceiling`, once per cell, and cached like any other cell. A cell whose
+For the committed evaluation suites (a built-in task set at a named load at the suites' N, unit speeds)
+the optimum is read from the stored ceilings (``core_env/data/suites/ceilings.json``, every episode
+proven optimal); for other unit-speed scenarios (more nodes, the stress scenario, a bank file) it is
+solved here with :func:`mara_agents.bounds.milp_ceiling`, once per cell, and cached like any other cell. A cell whose
 solve stopped at the time limit reports the best schedule found and its dual bound (``gap`` > 0),
 never a number above what was proven. Scenarios with node speeds or a switching cost have no exact
 ceiling and do not run this row (see :func:`has_exact_ceiling`).
@@ -34,7 +34,7 @@ def ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
     """Cell results of the ``milp`` row (the format of :func:`benchmarks.cells.run_group`)."""
     from benchmarks.cells import EPISODE_STATS, FORMAT
     from core_env.config import LOADS
-    from core_env.workload import SUITE_NODES, suite_ceilings
+    from core_env.workload import SUITE_NODES, SUITE_TASK_SETS, suite_ceilings
     from mara_agents.bounds import milp_ceiling
 
     results = []
@@ -43,7 +43,7 @@ def ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
         if not has_exact_ceiling(cell.env):
             raise ValueError(f"no exact MILP ceiling for a scenario with {dict(cell.env)} (unit speeds and no switching cost only)")
         config, workloads = cell.config(), cell.workloads()
-        stored = cell.task_set != "stress" and isinstance(cell.load, str) and cell.load in LOADS and config.n_nodes == SUITE_NODES
+        stored = cell.task_set in SUITE_TASK_SETS and isinstance(cell.load, str) and cell.load in LOADS and config.n_nodes == SUITE_NODES
         table = suite_ceilings(cell.task_set, cell.load) if stored else None
         episodes = []
         for e, workload in enumerate(workloads):

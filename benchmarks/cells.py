@@ -25,7 +25,12 @@ SIGINT: a terminal's Ctrl-C reaches the whole process group and the runner stops
 
 Workloads: named loads at N = 4 replay the committed evaluation suites (``load_suite``); other
 scenarios (more nodes, a numeric load) draw seeded workloads on the evaluation curves, reproducibly from
-the cell; ``stress`` is the fixed stress scenario.
+the cell; ``stress`` is the fixed stress scenario. A cell whose ``task_set`` is a **bank file** (your own
+curves, ``python -m core_env.curves import``) draws its episodes on the bank's eval split with the train
+split as reference: at a named load and N = 4 by the suites' seeding scheme
+(:func:`core_env.workload.suite_rng`), so root ``r`` episode ``e`` is exactly episode ``(r, e)`` of
+``python -m core_env.suites generate --task-set BANK``; otherwise as the other drawn scenarios. Its key
+includes the bank file's sha256, so a changed bank never reuses cached cells.
 """
 
 from __future__ import annotations
@@ -51,8 +56,8 @@ from tqdm import tqdm
 
 from benchmarks import RESULTS_DIR
 from core_env.config import LOADS, EnvConfig
-from core_env.curves import bank_for
-from core_env.workload import SUITE_EPISODES, Workload, draw_workload, load_suite, stress_workload
+from core_env.curves import bank_file, bank_for, is_bank_path
+from core_env.workload import SUITE_EPISODES, SUITE_NODES, Workload, draw_workload, load_suite, stress_workload, suite_rng
 
 #: Bump when a cell's result would change for the same key (invalidates every cached cell).
 FORMAT = 3  # 2: discrete_core_v1 workloads; 3: saved cells carry a checksum
@@ -83,8 +88,16 @@ class Cell:
         from benchmarks.agents import weights_id
 
         weights = weights_id(self.agent, self.seed)  # learned rows: which checkpoint (heuristic keys are unchanged)
-        text = json.dumps([FORMAT, dataclasses.asdict(self)] + ([weights] if weights else []), sort_keys=True, default=list)
+        extra: list[Any] = [weights] if weights else []
+        if self.bank_sha256 is not None:  # a bank file: its content, not only its path (built-in keys are unchanged)
+            extra.append({"bank_sha256": self.bank_sha256})
+        text = json.dumps([FORMAT, dataclasses.asdict(self)] + extra, sort_keys=True, default=list)
         return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+    @property
+    def bank_sha256(self) -> str | None:
+        """The sha256 of the bank file ``task_set`` names (None for a built-in task set)."""
+        return bank_file(self.task_set).sha256 if is_bank_path(self.task_set) else None
 
     def config(self) -> EnvConfig:
         overrides = dict(self.env)
@@ -94,13 +107,21 @@ class Cell:
         config = self.config()
         if self.task_set == "stress":
             return [stress_workload(config.n_nodes)]
+        if config.bank_path is not None:  # a bank file: eval runs, train runs as reference
+            bank, reference, name = config.bank("eval"), config.bank("train"), config.task_set_name
+            if isinstance(self.load, str) and self.load in LOADS and config.n_nodes == SUITE_NODES:  # the suites' scheme
+                rngs = [suite_rng(name, self.load, self.root, e) for e in range(self.episodes)]
+            else:
+                tag = zlib.crc32(f"{name}|{self.load}|{config.n_nodes}".encode())
+                rngs = [np.random.default_rng([_DRAWN_SEED, tag, self.root, e]) for e in range(self.episodes)]
+            return [draw_workload(bank, config.arrival_intensity, config.arrival_steps, rng, config.recipe, config.n_nodes, reference) for rng in rngs]
         if isinstance(self.load, str) and self.load in LOADS and config.n_nodes == EnvConfig().n_nodes:
             return [load_suite(self.task_set, self.load, self.root, e) for e in range(self.episodes)]
         bank = bank_for(self.task_set, "eval", config.curve_source)
         tag = zlib.crc32(f"{self.task_set}|{self.load}|{config.n_nodes}".encode())
         reference = bank_for(self.task_set, "train", config.curve_source)  # targets and deadlines from train runs, as in the suites
         return [draw_workload(bank, config.arrival_intensity, config.arrival_steps, np.random.default_rng([_DRAWN_SEED, tag, self.root, e]),
-                              n_nodes=config.n_nodes, reference=reference) for e in range(self.episodes)]
+                              config.recipe, n_nodes=config.n_nodes, reference=reference) for e in range(self.episodes)]
 
 
 def run_cell(cell: Cell) -> dict[str, Any]:

@@ -110,6 +110,38 @@ def specs() -> dict[str, SuiteSpec]:
     }
 
 
+def bank_scenarios(spec: SuiteSpec, task_set: str) -> tuple[Scenario, ...]:
+    """The suite's scenarios on a bank file instead of the built-in task sets.
+
+    Every scenario on a built-in task set (``id``, ``rl_ood``, ``vit_ood``) becomes one on the bank, named
+    by the bank's manifest name in place of the task set (``id/train`` -> ``BANK/train``, ``rl_ood/x2`` ->
+    ``BANK/x2``, ``id, N=8`` -> ``BANK, N=8``), with the same load, overrides and seeds; scenarios that
+    differ only in their task set collapse into one, and ``stress`` (a constructed scenario with no
+    curves to replace) is dropped. ``task_set`` is stored resolved (absolute), so cells cached under
+    ``OUT/cells`` are found again from any working directory; their keys include the file's sha256.
+
+    Raises:
+        ValueError: ``task_set`` is not a readable bank file, or the suite has no scenario on a task set.
+    """
+    from core_env.curves import bank_file
+
+    verified = bank_file(task_set)
+    out: dict[tuple[Any, Any], Scenario] = {}
+    for s in spec.scenarios:
+        if s.task_set not in TASK_SETS:
+            continue
+        name = verified.name + s.name[len(s.task_set):] if s.name.startswith(s.task_set) else f"{verified.name}: {s.name}"
+        out.setdefault((s.load, s.env), dataclasses.replace(s, name=name, task_set=verified.path))
+    if not out:
+        raise ValueError(f"suite {spec.name} has no scenario on a task set (only {[s.name for s in spec.scenarios]}): it cannot run on a bank file")
+    return tuple(out.values())
+
+
+def for_task_set(spec: SuiteSpec, task_set: str) -> SuiteSpec:
+    """``spec`` with its scenarios on the bank file ``task_set`` (:func:`bank_scenarios`)."""
+    return dataclasses.replace(spec, scenarios=bank_scenarios(spec, task_set))
+
+
 # ---------------------------------------------------------------------------------------------- summaries
 def _pairs(results: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[tuple[int, int], dict[str, Any]]]:
     """(row, scenario name) -> {(seed, root): result}."""

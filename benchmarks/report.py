@@ -1,10 +1,13 @@
 """Run a cell-based suite (:mod:`benchmarks.paper`) and write its outputs: JSON, CSV, Markdown, PNG.
 
 ``python -m benchmarks SUITE [--workers W] [--backend process|ray] [--address A] [--rows R ...]
-[--roots R] [--episodes E] [--out DIR]`` for SUITE in paper, stress, diagnostics, shaping, falsifier,
-scale. Outputs go to ``DIR/SUITE/`` (default ``benchmarks/results/SUITE/``; nothing is written
-elsewhere): ``SUITE.json`` (summary, differences, missing rows, command, commit, environment version,
-the sha256 of every committed suite file used, each row's identity, machine, wall time),
+[--roots R] [--episodes E] [--task-set BANK.npz] [--out DIR]`` for SUITE in paper, stress, diagnostics,
+shaping, falsifier, scale. ``--task-set`` runs the suite's scenarios on a bank file of your own curves
+(:func:`benchmarks.paper.bank_scenarios`; every suite but ``stress``). Outputs go to ``DIR/SUITE/``
+(default ``benchmarks/results/SUITE/``; nothing is written elsewhere): ``SUITE.json`` (summary,
+differences, missing rows, command, commit, environment version, the sha256 of every committed suite
+file used, each bank file's path and sha256, each scenario's task recipe, each row's identity,
+machine, wall time),
 ``SUITE.csv`` (one line per episode), ``SUITE.md`` (the tables) and the suite's figures, each written
 atomically after every cell has run (a failed run leaves the previous outputs as they were). Cells are
 cached under ``DIR/cells/``, so rerunning after an interruption computes only what is missing.
@@ -33,7 +36,7 @@ from benchmarks import RESULTS_DIR, figure_png, markdown_table, write_atomic, wr
 from benchmarks.agents import is_external, trained_on, weights_id
 from benchmarks.ceiling_cells import MILP
 from benchmarks.cells import EPISODE_STATS, CellStore, run_cells
-from benchmarks.paper import BOUND, SuiteSpec, rows_to_run, specs, summarize
+from benchmarks.paper import BOUND, SuiteSpec, for_task_set, rows_to_run, specs, summarize
 from core_env import features
 from core_env.config import EnvConfig
 from core_env.sim import Simulator
@@ -54,18 +57,25 @@ def commit() -> str:
 
 
 def provenance(spec: SuiteSpec, rows: Sequence[str]) -> dict[str, Any]:
-    """What makes two users' numbers comparable: env version, suite files' sha256, each row's identity."""
+    """What makes two users' numbers comparable: env version, suite files' sha256, each row's identity, the
+    task recipe of each scenario and, for scenarios on a bank file, the file's name, path and sha256."""
+    from benchmarks.cells import Cell
     from core_env.config import LOADS
     from core_env.workload import SUITE_TASK_SETS, suite_meta, suite_sha256
 
-    suites = {}
+    suites, banks, recipes = {}, {}, {}
     for s in spec.scenarios:
         if s.task_set in SUITE_TASK_SETS and isinstance(s.load, str) and s.load in LOADS and f"{s.task_set}/{s.load}" not in suites:
             suites[f"{s.task_set}/{s.load}"] = suite_sha256(s.task_set, s.load)
+        config = Cell("edf", s.task_set, s.load, env=s.env).config()
+        if config.bank_path is not None:
+            banks[config.task_set_name] = {"path": config.bank_path, "sha256": config.bank_sha256}
+        committed = s.task_set in SUITE_TASK_SETS and isinstance(s.load, str) and s.load in LOADS and config.n_nodes == suite_meta(s.task_set, s.load)["n_nodes"]
+        recipes[s.name] = suite_meta(s.task_set, s.load)["recipe"] if committed else (None if s.task_set == "stress" else config.recipe.as_dict())
     env = suite_meta(SUITE_TASK_SETS[0], "train")["env"]
     agents = {row: {"weights_or_source_sha256": weights_id(row, seed) if weights_id(row, seed) else None, **({"trained_on": trained_on(row, seed)} if trained_on(row, seed) else {})}
               for row in rows for seed in (0,)}
-    return {"env_version": env, "suite_sha256": suites, "agents": agents}
+    return {"env_version": env, "suite_sha256": suites, "banks": banks, "recipe": recipes, "agents": agents}
 
 
 def run_suite(spec: SuiteSpec, out: Path = RESULTS_DIR, rows: Sequence[str] | None = None, workers: int = 1, backend: str = "process",
@@ -137,7 +147,7 @@ def tables(payload: dict[str, Any]) -> str:
     EDF → ceiling gap closed), diagnostics (diagnostics suite), differences."""
     every = list(dict.fromkeys(c for cells in payload["table"].values() for c in cells))
     heavy = [c for c in every if c.startswith("average/")]
-    columns = [c for c in every if "/x" not in c]
+    columns = [c for c in every if "/x" not in c or not heavy]  # without averages (a bank file's scenarios) every column is in the main table
     gap = payload.get("gap_closed", {})
 
     def completion(columns: list[str]) -> str:
@@ -154,7 +164,7 @@ def tables(payload: dict[str, Any]) -> str:
     if len(heavy) > 1:
         text += ["", "Heavier loads (equal-weight average of id, rl_ood, vit_ood; per task set in the JSON and CSV):", "", completion(heavy)]
     if gap:
-        text += ["", "Share of the EDF → ceiling gap closed, % = 100 · (row − EDF) / (milp − EDF):", "", closed(columns + (heavy if len(heavy) > 1 else []))]
+        text += ["", "Share of the EDF → ceiling gap closed, % = 100 · (row − EDF) / (milp − EDF):", "", closed(list(dict.fromkeys(columns + (heavy if len(heavy) > 1 else []))))]
     if MILP in payload["table"] and any(c not in payload["table"][MILP] for c in columns):
         text += ["", "`milp` is not run where node speeds or a switching cost make it inexact (—)."]
     if payload["suite"] == "diagnostics":
@@ -209,7 +219,7 @@ def figures(spec: SuiteSpec, payload: dict[str, Any], results: Sequence[dict[str
     if len(loads) > 1:
         paths[f"{spec.name}_load.png"] = _load_figure(table, loads, plt)
     gantt_rows = [row for row in GANTT_ROWS if row in table]
-    if spec.name == "paper" and gantt_rows:
+    if spec.name == "paper" and gantt_rows and any(s.task_set == "id" for s in spec.scenarios):  # the chart draws an `id` episode
         paths["paper_gantt.png"] = gantt_figure(gantt_rows, plt)
     return paths
 
@@ -287,7 +297,15 @@ def main_for(name: str):
         parser.add_argument("--episodes", type=int, default=None, help="episodes per root (default: all of the suite file's)")
         parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (cells are cached in OUT/cells)")
         parser.add_argument("--cached-only", action="store_true", help="summarise the cached cells only; list the rest as not computed")
+        parser.add_argument("--task-set", default=None, metavar="BANK.npz",
+                            help="run the suite's scenarios on a bank file (python -m core_env.curves import ...) instead of the built-in "
+                                 "task sets: columns BANK/train (and the suite's heavier loads), eval runs drawn by the suites' seeding scheme")
         args = parser.parse_args(argv)
+        if args.task_set is not None:
+            try:
+                spec = for_task_set(spec, args.task_set)
+            except ValueError as exc:
+                parser.error(str(exc))
         scenarios = spec.scenarios
         if args.scenarios:
             unknown = sorted(set(args.scenarios) - {s.name for s in scenarios})

@@ -1,18 +1,22 @@
 """Environment configuration: one validated, frozen dataclass shared by every view.
 
 The same keyword names are accepted by the PettingZoo view, the Gymnasium view and the batched
-simulator: ``n_nodes``, ``n_slots``, ``arrival_steps``, ``load``, ``task_set``, ``reward``,
-``kappa``, ``history``, ``node_speeds``, ``switch_cost``, ``strict``, ``max_cycles``,
-``render_mode``. Invalid values raise :class:`ValueError` / :class:`TypeError` naming the field.
+simulator: ``n_nodes``, ``n_slots``, ``arrival_steps``, ``load``, ``task_set``, ``curve_source``,
+``recipe``, ``reward``, ``kappa``, ``history``, ``node_speeds``, ``switch_cost``, ``strict``,
+``max_cycles``, ``render_mode``. Invalid values raise :class:`ValueError` / :class:`TypeError` naming
+the field.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import numbers
+import os
 from typing import Any
 
 import numpy as np
+
+from core_env.recipe import DEFAULT_RECIPE, TaskRecipe, recipe_from
 
 #: Arrival intensity per node of the named loads: in each step of the arrival window, each node's users
 #: submit a task with this probability, so a step brings Binomial(N, intensity) tasks and the pressure
@@ -47,11 +51,17 @@ class EnvConfig:
         arrival_steps: T_arrive, steps during which tasks may arrive; the episode then drains.
         load: a name in :data:`LOADS` or an arrival intensity per node and step in (0, 1] (the
             probability that each node's users submit a task in a step).
-        task_set: ``"id"``, ``"rl_ood"``, ``"vit_ood"``, ``"stress"`` or a custom
-            :class:`core_env.curves.CurveBank`.
+        task_set: ``"id"``, ``"rl_ood"``, ``"vit_ood"``, ``"stress"``, a custom
+            :class:`core_env.curves.CurveBank`, or the path (str or path-like) of a bank file made by
+            ``python -m core_env.curves import`` (verified on creation; seeded workloads draw from its
+            ``train`` split, which is also the recipe's family reference; see :meth:`bank`).
         curve_source: where seeded workloads of a named task set get their curves: ``"corpus"``
             (real training curves, default) or ``"prior"`` (the parametric prior fitted to the corpus).
-            Evaluation suites always replay corpus curves.
+            Evaluation suites always replay corpus curves. A bank file or CurveBank is its own source
+            (``"prior"`` is refused for a bank file).
+        recipe: the task recipe of seeded workloads (:class:`core_env.recipe.TaskRecipe`, or a dict of
+            its fields, validated; default the v1 recipe). Committed suites keep the recipe they were
+            generated with (in their meta).
         reward: ``"shaped"`` (potential-based, default) or ``"sparse"``.
         kappa: weight of the log-progress potential in the shaped reward.
         history: H, reported log losses per slot in the observation.
@@ -78,6 +88,7 @@ class EnvConfig:
     strict: bool = False
     max_cycles: int = 5000
     render_mode: str | None = None
+    recipe: Any = DEFAULT_RECIPE
 
     def __post_init__(self) -> None:
         self._check_int("n_nodes", 1, 256)
@@ -90,16 +101,13 @@ class EnvConfig:
                 raise ValueError(f"unknown load {self.load!r}; expected one of {sorted(LOADS)} or an intensity per node in (0, 1]")
         elif not _is_real(self.load) or not 0.0 < float(self.load) <= 1.0:
             raise ValueError(f"load must be a name in {sorted(LOADS)} or an intensity per node in (0, 1], got {self.load!r}")
-        if isinstance(self.task_set, str):
-            if self.task_set not in TASK_SETS:
-                raise ValueError(f"unknown task_set {self.task_set!r}; expected one of {list(TASK_SETS)} or a CurveBank")
-        else:
-            from core_env.curves import CurveBank
-
-            if not isinstance(self.task_set, CurveBank):
-                raise TypeError(f"task_set must be a name or a CurveBank, got {type(self.task_set).__name__}")
+        self._check_task_set()
         if self.curve_source not in CURVE_SOURCES:
             raise ValueError(f"unknown curve_source {self.curve_source!r}; expected one of {list(CURVE_SOURCES)}")
+        if self.curve_source != "corpus" and self.bank_path is not None:
+            raise ValueError(f"curve_source={self.curve_source!r} is for built-in task sets (a prior fitted to the corpus); "
+                             "a bank file's curves are its own: leave curve_source='corpus'")
+        object.__setattr__(self, "recipe", recipe_from(self.recipe))
         if self.reward not in REWARDS:
             raise ValueError(f"unknown reward {self.reward!r}; expected one of {list(REWARDS)}")
         if not _is_real(self.kappa) or not np.isfinite(self.kappa) or self.kappa < 0:
@@ -126,6 +134,30 @@ class EnvConfig:
                 raise ValueError(f"node_speeds must each be in [{slowest}, {fastest}], got {self.node_speeds!r}")
             object.__setattr__(self, "node_speeds", tuple(float(s) for s in speeds))
 
+    def _check_task_set(self) -> None:
+        from core_env.curves import IMPORT_HINT, CurveBank, bank_file
+
+        object.__setattr__(self, "_bank_file", None)
+        if isinstance(self.task_set, os.PathLike):
+            object.__setattr__(self, "task_set", os.fspath(self.task_set))
+        if isinstance(self.task_set, bytes):
+            raise TypeError("task_set must be a name or a CurveBank (or a bank file's path as str), got bytes")
+        if isinstance(self.task_set, str):
+            if self.task_set in TASK_SETS:
+                return
+            if not self.task_set.strip():
+                raise ValueError(f"unknown task_set {self.task_set!r}; expected one of {list(TASK_SETS)}, a CurveBank or "
+                                 f"the path of a bank file ({IMPORT_HINT})")
+            try:
+                verified = bank_file(self.task_set)
+            except ValueError as exc:
+                raise ValueError(f"unknown task_set {self.task_set!r}: not a built-in task set {list(TASK_SETS)} and not "
+                                 f"a readable bank file ({exc})") from None
+            object.__setattr__(self, "_bank_file", verified)
+            return
+        if not isinstance(self.task_set, CurveBank):
+            raise TypeError(f"task_set must be a name or a CurveBank (or a bank file's path), got {type(self.task_set).__name__}")
+
     def _check_int(self, name: str, low: int, high: int) -> None:
         value = getattr(self, name)
         if not _is_int(value):
@@ -147,8 +179,41 @@ class EnvConfig:
         return np.asarray(self.node_speeds, dtype=np.float64)
 
     @property
+    def bank_path(self) -> str | None:
+        """The resolved path of the bank file ``task_set`` names (None for a built-in name or a CurveBank)."""
+        verified = self.__dict__.get("_bank_file")
+        return None if verified is None else verified.path
+
+    @property
+    def bank_sha256(self) -> str | None:
+        """The sha256 of the bank file ``task_set`` names, as verified when the config was made (else None)."""
+        verified = self.__dict__.get("_bank_file")
+        return None if verified is None else verified.sha256
+
+    @property
     def task_set_name(self) -> str:
+        """A stable name: the built-in name, the CurveBank's name, or the bank file manifest's ``name``."""
+        verified = self.__dict__.get("_bank_file")
+        if verified is not None:
+            return verified.name
         return self.task_set if isinstance(self.task_set, str) else self.task_set.name
+
+    def bank(self, split: str = "train"):
+        """The :class:`~core_env.curves.CurveBank` of ``split`` behind the task set: a CurveBank itself (any
+        split), a bank file's ``"train"`` / ``"eval"`` / ``"all"`` split (refused if the file changed since
+        the config was made), or a built-in set's bank from ``curve_source`` (the stress bank for ``stress``)."""
+        from core_env.curves import CurveBank, bank_for
+
+        if isinstance(self.task_set, CurveBank):
+            return self.task_set
+        verified = self.__dict__.get("_bank_file")
+        if verified is not None:
+            return verified.bank(split)
+        if self.task_set == "stress":
+            from core_env.workload import stress_bank
+
+            return stress_bank()
+        return bank_for(self.task_set, split, self.curve_source)
 
 
 def make_config(config: EnvConfig | None = None, **kwargs: Any) -> EnvConfig:

@@ -96,6 +96,24 @@ class TaskRecipe:
 DEFAULT_RECIPE = TaskRecipe()
 
 
+def recipe_from(value: Any) -> TaskRecipe:
+    """A :class:`TaskRecipe` from a recipe, a dict of some of its fields (the rest default; e.g. a suite
+    meta's ``"recipe"``) or None (the default recipe). Raises ValueError naming unknown or bad fields,
+    TypeError for anything else."""
+    if value is None:
+        return DEFAULT_RECIPE
+    if isinstance(value, TaskRecipe):
+        return value
+    if isinstance(value, dict):
+        names = [f.name for f in dataclasses.fields(TaskRecipe)]
+        unknown = sorted(str(k) for k in value if k not in names)
+        if unknown:
+            raise ValueError(f"unknown TaskRecipe field(s) {unknown}; valid fields: {names}")
+        return TaskRecipe(**value)
+    raise TypeError(f"recipe must be a TaskRecipe or a dict of its fields {[f.name for f in dataclasses.fields(TaskRecipe)]}, "
+                    f"got {type(value).__name__}")
+
+
 class FamilyReference:
     """What a submitter knows about each family: how its reference runs progress at the reference rate.
 

@@ -23,6 +23,7 @@ import functools
 import hashlib
 import io
 import json
+import os
 import warnings
 import zlib
 from pathlib import Path
@@ -200,28 +201,85 @@ def stress_workload(n_nodes: int = 4, feasible: int = 13) -> Workload:
 # Pre-generated evaluation suites
 
 
-def _suite_rng(task_set: str, load: str, root: int, episode: int) -> np.random.Generator:
-    return np.random.default_rng([SUITE_SEED, zlib.crc32(task_set.encode()), zlib.crc32(load.encode()), root, episode])
+def suite_rng(task_set: str, load: str, root: int, episode: int, seed: int = SUITE_SEED) -> np.random.Generator:
+    """The generator of one suite episode: ``default_rng([seed, crc32(task_set), crc32(load), root, episode])``.
+
+    ``task_set`` is the task set's name (a bank file's manifest name), ``load`` the load's label (a name
+    in :data:`LOADS`, or :func:`load_label` of an intensity). The committed suites use ``seed =``
+    :data:`SUITE_SEED`; :func:`generate_suite` and the benchmarks' bank scenarios use this same scheme.
+    """
+    return np.random.default_rng([seed, zlib.crc32(task_set.encode()), zlib.crc32(load.encode()), root, episode])
 
 
-def suite_path(task_set: str, load: str) -> Path:
-    return SUITE_DIR / f"{task_set}__{load}.npz"
+_suite_rng = suite_rng  # the name before it was public
 
 
-def generate_suite(task_set: str, load: str, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, arrival_steps: int = 500,
-                   recipe: TaskRecipe = DEFAULT_RECIPE) -> dict[str, np.ndarray]:
-    """The arrays of one evaluation suite: ``roots`` × ``episodes`` workloads for :data:`SUITE_NODES` nodes
-    on the task set's eval curves, targets and deadlines set from its train curves (the reference runs)."""
-    bank, reference = bank_for(task_set, "eval"), bank_for(task_set, "train")
+def load_label(load: str | float) -> str:
+    """The label of a load in suite file names, meta and seeds: a name in :data:`LOADS`, or ``repr`` of an intensity."""
+    if isinstance(load, str):
+        if load not in LOADS:
+            raise ValueError(f"unknown load {load!r}; expected one of {sorted(LOADS)} or an intensity per node in (0, 1]")
+        return load
+    if isinstance(load, bool) or not isinstance(load, (int, float, np.integer, np.floating)) or not 0.0 < float(load) <= 1.0:
+        raise ValueError(f"load must be a name in {sorted(LOADS)} or an intensity per node in (0, 1], got {load!r}")
+    return repr(float(load))
+
+
+def _intensity(load: str | float) -> float:
+    return LOADS[load] if isinstance(load, str) else float(load)
+
+
+def suite_path(task_set: str, load: str, directory: str | os.PathLike | None = None) -> Path:
+    """The suite file of a task set's name and a load label: in :data:`SUITE_DIR` (committed), or in ``directory``."""
+    return (SUITE_DIR if directory is None else Path(directory)) / f"{task_set}__{load}.npz"
+
+
+def _task_set_banks(task_set: str | os.PathLike) -> tuple[str, CurveBank, CurveBank, dict[str, Any]]:
+    """(name, eval bank, train bank, extra meta) of a built-in task set or a bank file."""
+    from core_env.curves import CORPUS_TASK_SETS, bank_file, is_bank_path
+
+    if isinstance(task_set, str) and task_set in CORPUS_TASK_SETS:
+        return task_set, bank_for(task_set, "eval"), bank_for(task_set, "train"), {}
+    if isinstance(task_set, CurveBank):
+        raise TypeError("a suite needs a task set with train and eval splits: a built-in name or a bank file's path, not a CurveBank")
+    if isinstance(task_set, str) and not is_bank_path(task_set):  # "stress"
+        raise ValueError(f"no evaluation suite for task set {task_set!r}: suites are drawn for {list(CORPUS_TASK_SETS)} or a bank file")
+    verified = bank_file(task_set)
+    extra = {"bank_file": {"name": verified.name, "sha256": verified.sha256, "path": verified.path}}
+    return verified.name, verified.bank("eval"), verified.bank("train"), extra
+
+
+def generate_suite(task_set: str | os.PathLike, load: str | float, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES,
+                   arrival_steps: int = 500, recipe: TaskRecipe | dict | None = DEFAULT_RECIPE, seed: int = SUITE_SEED,
+                   n_nodes: int = SUITE_NODES) -> dict[str, np.ndarray]:
+    """The arrays of one evaluation suite: ``roots`` × ``episodes`` workloads for ``n_nodes`` nodes on the
+    task set's eval curves, targets and deadlines set from its train curves (the reference runs), episode
+    ``(r, e)`` drawn from :func:`suite_rng` ``(name, load label, r, e, seed)``.
+
+    ``task_set``: a built-in name (``id``, ``rl_ood``, ``vit_ood``) or a bank file's path (its ``eval`` and
+    ``train`` splits; the meta then records the file's name, sha256 and path as ``bank_file``).
+    ``load``: a name in :data:`LOADS` or an intensity per node in (0, 1]. ``recipe``: a TaskRecipe or a dict
+    of its fields. The committed suites are ``generate_suite(task_set, load)``.
+    """
+    from core_env.recipe import recipe_from
+
+    recipe = recipe_from(recipe)
+    label = load_label(load)
+    for name, value, low in (("roots", roots, 1), ("episodes", episodes, 1), ("arrival_steps", arrival_steps, 1), ("n_nodes", n_nodes, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    name, bank, reference, extra = _task_set_banks(task_set)
     workloads = [
-        draw_workload(bank, LOADS[load], arrival_steps, _suite_rng(task_set, load, r, e), recipe, SUITE_NODES, reference)
+        draw_workload(bank, _intensity(load), arrival_steps, suite_rng(name, label, r, e, seed), recipe, n_nodes, reference)
         for r in range(roots) for e in range(episodes)
     ]
-    arrays = {name: np.concatenate([getattr(w, name) for w in workloads]) for name in _TASK_FIELDS}
+    arrays = {field: np.concatenate([getattr(w, field) for w in workloads]) for field in _TASK_FIELDS}
     arrays["episode_offsets"] = np.concatenate([[0], np.cumsum([len(w) for w in workloads])]).astype(np.int64)
-    meta = {"format": 2, "env": "discrete_core_v1", "task_set": task_set, "load": load, "intensity": LOADS[load],
-            "n_nodes": SUITE_NODES, "roots": roots, "episodes": episodes, "arrival_steps": arrival_steps,
-            "seed": SUITE_SEED, "bank": bank.fingerprint, "reference": reference.fingerprint, "recipe": recipe.as_dict()}
+    meta = {"format": 2, "env": "discrete_core_v1", "task_set": name, "load": label, "intensity": _intensity(load),
+            "n_nodes": int(n_nodes), "roots": int(roots), "episodes": int(episodes), "arrival_steps": int(arrival_steps),
+            "seed": int(seed), "bank": bank.fingerprint, "reference": reference.fingerprint, "recipe": recipe.as_dict(), **extra}
     arrays["meta"] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
     return arrays
 
@@ -237,26 +295,64 @@ def write_suites(directory: Path = SUITE_DIR) -> dict[str, str]:
     return manifest
 
 
-_SUITE_CACHE: dict[Path, tuple[dict[str, np.ndarray], dict[str, Any]]] = {}
+def write_suite(task_set: str | os.PathLike, load: str | float, directory: str | os.PathLike, roots: int = SUITE_ROOTS,
+                episodes: int = SUITE_EPISODES, seed: int = SUITE_SEED, recipe: TaskRecipe | dict | None = DEFAULT_RECIPE,
+                arrival_steps: int = 500, n_nodes: int = SUITE_NODES) -> Path:
+    """Generate one evaluation suite (:func:`generate_suite`, same recipe and seeding scheme as the committed
+    suites) into ``directory`` (created if needed) and list its sha256 in ``directory/manifest.json``
+    (other entries kept). Returns the file, ``directory/{name}__{load}.npz``; replay it with
+    ``reset(options={"suite": "eval", "suite_dir": directory, "root": r, "episode": e})`` or
+    ``{"suite": path, ...}``, or :func:`load_suite_file`. Files are byte-reproducible (:mod:`core_env.npz`).
+    The committed directory is refused: regenerate that with ``python -m core_env.suites``.
+    """
+    directory = Path(directory)
+    if directory.resolve() == SUITE_DIR.resolve():
+        raise ValueError(f"{directory} holds the committed suites; regenerate them with `python -m core_env.suites`, "
+                         "write your own suites to another directory")
+    arrays = generate_suite(task_set, load, roots, episodes, arrival_steps, recipe, seed, n_nodes)
+    meta = json.loads(arrays["meta"].tobytes())
+    directory.mkdir(parents=True, exist_ok=True)
+    path = suite_path(meta["task_set"], meta["load"], directory)
+    manifest_path = directory / SUITE_MANIFEST.name
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    manifest[path.name] = write_npz(path, arrays)
+    temporary = manifest_path.with_name(f".{manifest_path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    os.replace(temporary, manifest_path)
+    return path
+
+
+def generate_suites(task_set: str | os.PathLike, loads: Sequence[str | float], directory: str | os.PathLike, **options: Any) -> list[Path]:
+    """:func:`write_suite` for each load; the written files."""
+    return [write_suite(task_set, load, directory, **options) for load in loads]
+
+
+_SUITE_CACHE: dict[Any, tuple[dict[str, np.ndarray], dict[str, Any]]] = {}
 
 
 def _read_suite(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    if path in _SUITE_CACHE:
-        return _SUITE_CACHE[path]
+    """A suite file's arrays and meta, verified against the ``manifest.json`` beside it (cached per file version)."""
+    path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"evaluation suite file {path} is missing")
-    manifest = json.loads(SUITE_MANIFEST.read_text()) if SUITE_MANIFEST.exists() else {}
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    if key in _SUITE_CACHE:
+        return _SUITE_CACHE[key]
+    manifest_path = SUITE_MANIFEST if path.parent == SUITE_DIR else path.parent / SUITE_MANIFEST.name
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     expected = manifest.get(path.name)
     data = path.read_bytes()
     actual = hashlib.sha256(data).hexdigest()
     if expected is None:
-        raise ValueError(f"evaluation suite file {path.name} is not listed in {SUITE_MANIFEST}")
+        raise ValueError(f"evaluation suite file {path.name} is not listed in {manifest_path}"
+                         + ("" if path.parent == SUITE_DIR else "; write suites with `python -m core_env.suites generate` (it keeps the manifest)"))
     if actual != expected:
         raise ValueError(f"checksum mismatch for evaluation suite file {path.name}: expected sha256 {expected}, got {actual}")
     with np.load(io.BytesIO(data), allow_pickle=False) as archive:
         arrays = {name: archive[name] for name in archive.files}
     meta = json.loads(arrays.pop("meta").tobytes().decode())
-    _SUITE_CACHE[path] = (arrays, meta)
+    _SUITE_CACHE[key] = (arrays, meta)
     return arrays, meta
 
 
@@ -267,21 +363,42 @@ def _check_suite_name(task_set: str, load: str) -> None:
         raise ValueError(f"no evaluation suite for load {load!r}; suites exist for {sorted(LOADS)}")
 
 
-def suite_meta(task_set: str, load: str) -> dict[str, Any]:
-    """The metadata of a committed suite file (roots, episodes, n_nodes, recipe, seeds, banks)."""
-    _check_suite_name(task_set, load)
-    return dict(_read_suite(suite_path(task_set, load))[1])
+def _task_set_name(task_set: str | os.PathLike) -> str:
+    """A task set's name for suite files: a built-in name as is, a bank file's manifest name."""
+    from core_env.curves import bank_file, is_bank_path
+
+    return bank_file(task_set).name if is_bank_path(task_set) else str(task_set)
 
 
-def suite_sha256(task_set: str, load: str) -> str:
-    """The manifest's sha256 of a committed suite file (verified when the suite is read)."""
-    suite_meta(task_set, load)
-    return json.loads(SUITE_MANIFEST.read_text())[suite_path(task_set, load).name]
+def _suite_file(task_set: str | os.PathLike, load: str | float, suite_dir: str | os.PathLike | None) -> Path:
+    if suite_dir is None:
+        _check_suite_name(task_set, load)
+        return suite_path(task_set, load)
+    return suite_path(_task_set_name(task_set), load_label(load), suite_dir)
 
 
-def suite_cells(task_set: str, load: str) -> list[tuple[int, int]]:
-    """Every (evaluation root, episode) of a committed suite, roots outer."""
-    meta = suite_meta(task_set, load)
+def suite_meta(task_set: str | os.PathLike, load: str | float, suite_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The metadata of a suite file (roots, episodes, n_nodes, recipe, seeds, banks): a committed one, or with
+    ``suite_dir`` one written by :func:`write_suite` (``task_set`` may then be a bank file's path)."""
+    return dict(_read_suite(_suite_file(task_set, load, suite_dir))[1])
+
+
+def suite_file_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """The metadata of the suite file at ``path`` (verified against the manifest beside it)."""
+    return dict(_read_suite(Path(path))[1])
+
+
+def suite_sha256(task_set: str, load: str, suite_dir: str | os.PathLike | None = None) -> str:
+    """The manifest's sha256 of a suite file (verified when the suite is read)."""
+    path = _suite_file(task_set, load, suite_dir)
+    _read_suite(path)
+    manifest = SUITE_MANIFEST if suite_dir is None else path.parent / SUITE_MANIFEST.name
+    return json.loads(manifest.read_text())[path.name]
+
+
+def suite_cells(task_set: str, load: str, suite_dir: str | os.PathLike | None = None) -> list[tuple[int, int]]:
+    """Every (evaluation root, episode) of a suite, roots outer."""
+    meta = suite_meta(task_set, load, suite_dir)
     return [(r, e) for r in range(meta["roots"]) for e in range(meta["episodes"])]
 
 
@@ -311,19 +428,63 @@ def suite_ceiling_rates(task_set: str, load: str, cells: Sequence[tuple[int, int
     return np.array([stored[c]["completed"] / max(stored[c]["arrived"], 1) for c in cells], dtype=np.float64)
 
 
-def load_suite(task_set: str, load: str, root: int, episode: int) -> Workload:
-    """One pre-generated evaluation workload, verified against the manifest checksum and curve bank."""
-    _check_suite_name(task_set, load)
-    arrays, meta = _read_suite(suite_path(task_set, load))
+def load_suite(task_set: str | os.PathLike, load: str | float, root: int, episode: int, suite_dir: str | os.PathLike | None = None) -> Workload:
+    """One pre-generated evaluation workload, verified against the manifest checksum and curve bank: from the
+    committed suites, or with ``suite_dir`` from a directory written by :func:`write_suite` (``task_set``
+    a built-in name or a bank file's path)."""
+    if suite_dir is None:
+        _check_suite_name(task_set, load)
+        return _suite_workload(suite_path(task_set, load), root, episode, bank_for(task_set, "eval"), f"{task_set}/{load}")
+    return load_suite_file(_suite_file(task_set, load, suite_dir), root, episode, task_set=task_set)
+
+
+def _suite_workload(path: Path, root: int, episode: int, bank: CurveBank, label: str) -> Workload:
+    arrays, meta = _read_suite(path)
     if not (0 <= root < meta["roots"]) or not (0 <= episode < meta["episodes"]):
-        raise ValueError(f"suite {task_set}/{load} has roots 0..{meta['roots'] - 1} and episodes 0..{meta['episodes'] - 1}, got root={root}, episode={episode}")
-    bank = bank_for(task_set, "eval")
+        raise ValueError(f"suite {label} has roots 0..{meta['roots'] - 1} and episodes 0..{meta['episodes'] - 1}, got root={root}, episode={episode}")
     if bank.fingerprint != meta["bank"]:
-        raise ValueError(f"suite {task_set}/{load} was generated for a different curve bank; regenerate it with `python -m core_env.suites`")
+        raise ValueError(f"suite {label} was generated for a different curve bank; regenerate it with `python -m core_env.suites`"
+                         + ("" if path.parent == SUITE_DIR else " generate"))
     i = root * meta["episodes"] + episode
     lo, hi = arrays["episode_offsets"][i], arrays["episode_offsets"][i + 1]
     fields = {name: arrays[name][lo:hi] for name in _TASK_FIELDS}
     return Workload(bank, arrival_steps=int(meta["arrival_steps"]), **fields)
+
+
+def suite_bank(meta: dict[str, Any], task_set: Any = None) -> CurveBank:
+    """The eval curves a suite file was generated on: its built-in task set's, or its bank file's (``task_set``
+    if that is a path or CurveBank with the recorded bank, else the path recorded in the meta)."""
+    from core_env.curves import bank_file, is_bank_path
+
+    if "bank_file" not in meta:
+        return bank_for(meta["task_set"], "eval")
+    recorded = meta["bank_file"]
+    tried = []
+    if isinstance(task_set, CurveBank) and task_set.fingerprint == meta["bank"]:
+        return task_set
+    for candidate in ([task_set] if isinstance(task_set, (str, os.PathLike)) and is_bank_path(task_set) else []) + [recorded["path"]]:
+        try:
+            verified = bank_file(candidate)
+        except ValueError as exc:
+            tried.append(str(exc))
+            continue
+        if verified.sha256 == recorded["sha256"]:
+            return verified.bank("eval")
+        tried.append(f"{verified.path} has sha256 {verified.sha256[:16]}...")
+    raise ValueError(f"the suite was generated on bank file {recorded['name']!r} (sha256 {recorded['sha256'][:16]}..., at {recorded['path']}), "
+                     f"which is not available ({'; '.join(tried)}); pass task_set= that bank file")
+
+
+def load_suite_file(path: str | os.PathLike, root: int, episode: int, task_set: Any = None) -> Workload:
+    """One workload of the suite file at ``path`` (written by :func:`write_suite`, or a committed one).
+
+    The file is verified against the ``manifest.json`` beside it; its curves are the built-in task set's
+    eval split, or the eval split of the bank file it records (``task_set``, a bank file's path, is tried
+    first: use it when the bank file has moved); the bank's fingerprint must match the meta's.
+    """
+    path = Path(path)
+    _, meta = _read_suite(path)
+    return _suite_workload(path, root, episode, suite_bank(meta, task_set), f"{path.name}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -335,11 +496,14 @@ def select_workload(config: EnvConfig, rng: np.random.Generator, options: dict[s
 
     Options: ``{"workload": Workload}`` replays a given workload; ``{"suite": "eval", "root": r,
     "episode": e}`` (optionally ``"task_set"``, ``"load"``, defaulting to the config's) replays a
-    pre-generated evaluation workload. Without options a workload is drawn from ``rng`` on the task
-    set's train curves. Unknown option keys are ignored with a warning.
+    pre-generated evaluation workload: a committed one, or with ``"suite_dir": DIR`` one written by
+    :func:`write_suite` / ``python -m core_env.suites generate`` (``DIR/{task set name}__{load}.npz``);
+    ``{"suite": PATH, "root": r, "episode": e}`` replays the suite file at PATH. Without options a
+    workload is drawn from ``rng`` on the task set's train curves by the config's recipe. Unknown option
+    keys are ignored with a warning.
     """
     options = dict(options or {})
-    known = {"workload", "suite", "task_set", "load", "root", "episode"}
+    known = {"workload", "suite", "suite_dir", "task_set", "load", "root", "episode"}
     unknown = sorted(set(options) - known)
     if unknown:
         warnings.warn(f"ignoring unknown reset option(s) {unknown}; known options: {sorted(known)}", stacklevel=3)
@@ -349,17 +513,27 @@ def select_workload(config: EnvConfig, rng: np.random.Generator, options: dict[s
             raise TypeError(f"options['workload'] must be a Workload, got {type(workload).__name__}")
         return workload
     if "suite" in options:
-        if options["suite"] != "eval":
-            raise ValueError(f"unknown suite {options['suite']!r}; the committed suite is 'eval'")
-        task_set = options.get("task_set", config.task_set_name)
-        load = options.get("load", config.load)
-        if not isinstance(load, str):
-            raise ValueError(f"suites are pre-generated for named loads {sorted(LOADS)}, got load={load!r}")
         for key in ("root", "episode"):
             if not isinstance(options.get(key, 0), (int, np.integer)) or isinstance(options.get(key, 0), bool):
                 raise TypeError(f"options[{key!r}] must be an int, got {options.get(key)!r}")
-        return load_suite(task_set, load, int(options.get("root", 0)), int(options.get("episode", 0)))
+        root, episode = int(options.get("root", 0)), int(options.get("episode", 0))
+        suite = options["suite"]
+        if suite != "eval":
+            if isinstance(suite, os.PathLike) or (isinstance(suite, str) and (suite.endswith(".npz") or os.path.isfile(suite))):
+                return load_suite_file(suite, root, episode, task_set=options.get("task_set", config.task_set))
+            raise ValueError(f"unknown suite {suite!r}; use 'eval' (the committed suites, or with 'suite_dir' a directory of "
+                             "generated ones) or the path of a suite file")
+        task_set = options.get("task_set", config.task_set if config.bank_path is not None else config.task_set_name)
+        load = options.get("load", config.load)
+        suite_dir = options.get("suite_dir")
+        if suite_dir is None:
+            if config.bank_path is not None and "task_set" not in options:
+                raise ValueError(f"no committed evaluation suite for bank {config.task_set_name!r}: generate one with "
+                                 f"`python -m core_env.suites generate --task-set {config.task_set} --out DIR` and pass options "
+                                 "{'suite': 'eval', 'suite_dir': DIR, ...}")
+            if not isinstance(load, str):
+                raise ValueError(f"suites are pre-generated for named loads {sorted(LOADS)}, got load={load!r}")
+        return load_suite(task_set, load, root, episode, suite_dir)
     if config.task_set == "stress":
         return stress_workload(config.n_nodes)
-    bank = config.task_set if isinstance(config.task_set, CurveBank) else bank_for(config.task_set, "train", config.curve_source)
-    return draw_workload(bank, config.arrival_intensity, config.arrival_steps, rng, n_nodes=config.n_nodes)
+    return draw_workload(config.bank("train"), config.arrival_intensity, config.arrival_steps, rng, config.recipe, n_nodes=config.n_nodes)

@@ -225,8 +225,9 @@ class EpisodeRecorder(ObservationWrapper):
     ``json.loads`` round-trip it exactly (floats are written with ``repr`` precision). Keys:
 
     * ``format``: ``"core_env.episode_record/1"``;
-    * ``config``: the unwrapped env's configuration (``task_set`` is a name; ``custom_bank`` is True when
-      it was a custom :class:`CurveBank`, which :func:`replay` then needs through ``env_fn``);
+    * ``config``: the unwrapped env's configuration (``task_set`` is a name, or a bank file's resolved
+      path; ``recipe`` a dict; ``custom_bank`` is True when it was a custom :class:`CurveBank`, which
+      :func:`replay` then needs through ``env_fn``);
     * ``seed``, ``options``: the reset arguments, for reference (``options`` without a ``"workload"``
       entry); replay does not use them, because a ``reset()`` without a seed continues the env's
       generator;
@@ -268,7 +269,8 @@ def _plain(value: Any) -> Any:
 def _config_dict(config) -> dict[str, Any]:
     out = dataclasses.asdict(config)
     custom = isinstance(config.task_set, CurveBank)
-    out["task_set"] = config.task_set_name
+    out["task_set"] = config.bank_path if config.bank_path is not None else config.task_set_name
+    out["recipe"] = config.recipe.as_dict()
     out["custom_bank"] = custom
     if out["node_speeds"] is not None:
         out["node_speeds"] = list(out["node_speeds"])
@@ -296,6 +298,8 @@ def _find_bank(record: Mapping[str, Any], env: ParallelEnv) -> CurveBank:
     candidates: list[Callable[[], CurveBank]] = []
     if isinstance(config.task_set, CurveBank):
         candidates.append(lambda: config.task_set)
+    if config.bank_path is not None:  # a bank file: either split
+        candidates += [lambda: config.bank("train"), lambda: config.bank("eval")]
     for task_set in dict.fromkeys([name, config.task_set_name]):
         if task_set == "stress":
             candidates.append(stress_bank)
