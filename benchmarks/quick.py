@@ -7,7 +7,9 @@ the same way. ``clairvoyant`` and the ``:oracle`` rows know the hidden demand: s
 bounds. ``window-edf`` is a leak probe (no curve values). Learned rows run the shipped checkpoints,
 labelled with the environment version they were trained on. The last column is the share of the EDF →
 ceiling gap a row closes on id/train, 100 · (row − EDF) / (MILP − EDF). ``--rows`` chooses the rows
-(shipped or third-party ``module.path:attr``; default: every row of :data:`AGENTS`). Results go to ``OUT/quick.json`` (summary, per-episode records,
+(shipped or third-party ``module.path:attr``; default: every row of :data:`AGENTS`). ``--task-set BANK.npz`` replaces id/train
+with ``NAME/train`` on a bank file of your own curves (eval split, drawn by the suites' seeding scheme:
+the episodes of ``python -m core_env.suites generate --task-set BANK.npz``; the MILP is solved per episode). Results go to ``OUT/quick.json`` (summary, per-episode records,
 environment version and suite checksums) and ``OUT/quick.csv`` (per episode); OUT defaults to
 ``benchmarks/results`` and nothing is written elsewhere.
 """
@@ -25,7 +27,7 @@ from tqdm import tqdm
 from benchmarks import add_out, markdown_table, write_results
 from benchmarks.rollout import run_agent
 from core_env.config import EnvConfig
-from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, Workload, load_suite, stress_workload, suite_ceiling_rates
+from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, Workload, draw_workload, load_suite, stress_workload, suite_ceiling_rates, suite_rng
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 from benchmarks.agents import QUICK_ROWS, make_agent
 
@@ -35,12 +37,21 @@ MILP = "MILP ceiling"
 EPISODE_COLUMNS = ("completion_rate", "completed", "arrived", "failed", "rejected", "node_utilization", "wasted_node_steps", "conflicts", "invalid_actions")
 
 
-def scenarios(roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES) -> dict[str, tuple[EnvConfig, list[Workload], list[tuple[int, int]]]]:
-    """Each scenario's config, workloads and the (evaluation root, episode) of every workload."""
+def scenarios(roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, task_set: str | None = None) -> dict[str, tuple[EnvConfig, list[Workload], list[tuple[int, int]]]]:
+    """Each scenario's config, workloads and the (evaluation root, episode) of every workload (the first
+    scenario is id/train, or ``NAME/train`` on the bank file ``task_set``)."""
     cells = [(r, e) for r in range(roots) for e in range(episodes)]
-    config = EnvConfig()
+    if task_set is not None:
+        config = EnvConfig(task_set=task_set)
+        name, bank, reference = config.task_set_name, config.bank("eval"), config.bank("train")
+        workloads = [draw_workload(bank, config.arrival_intensity, config.arrival_steps, suite_rng(name, "train", r, e), config.recipe,
+                                   config.n_nodes, reference) for r, e in cells]
+        first = (f"{name}/train", (config, workloads, cells))
+    else:
+        config = EnvConfig()
+        first = ("id/train", (config, [load_suite("id", "train", r, e) for r, e in cells], cells))
     return {
-        "id/train": (config, [load_suite("id", "train", r, e) for r, e in cells], cells),
+        first[0]: first[1],
         "stress": (EnvConfig(task_set="stress", n_nodes=config.n_nodes), [stress_workload(config.n_nodes)], [(0, 0)]),
     }
 
@@ -57,8 +68,10 @@ def summarize(rates: np.ndarray, cells: Sequence[tuple[int, int]]) -> dict[str, 
     return {"mean": float(per_root.mean()), "sd": float(per_root.std(ddof=1)) if per_root.size > 1 else 0.0}
 
 
-def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, seed: int = 0) -> dict[str, Any]:
-    """Run ``agents`` (rows of :func:`benchmarks.agents.make_agent`; ``random`` seeded with ``seed``) on every scenario.
+def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, seed: int = 0,
+             task_set: str | None = None) -> dict[str, Any]:
+    """Run ``agents`` (rows of :func:`benchmarks.agents.make_agent`; ``random`` seeded with ``seed``) on every scenario
+    (``task_set``: a bank file in place of id, see :func:`scenarios`).
 
     Returns:
         ``{"summary": {row: {scenario: {"mean", "sd"}}}, "episodes": [per-episode records]}`` with a row
@@ -66,7 +79,8 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
     """
     summary: dict[str, dict[str, dict[str, float]]] = {}
     records: list[dict[str, Any]] = []
-    cases = scenarios(roots, episodes)
+    cases = scenarios(roots, episodes, task_set)
+    main = next(iter(cases))
     bounds = {scenario: independent_feasibility_bounds(workloads) for scenario, (_, workloads, _) in cases.items()}
     for name in tqdm(agents, desc="quick", unit="agent", leave=False):
         agent = make_agent(name, seed)
@@ -79,7 +93,8 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
                 record.update({key: stats[key][i].item() for key in EPISODE_COLUMNS})
                 record["feasibility_bound"] = float(bounds[scenario][i])
                 records.append(record)
-    milp = {"id/train": suite_ceiling_rates("id", "train", cases["id/train"][2]),
+    solved = lambda case: np.array([milp_ceiling(w, case[0].n_nodes).rate for w in case[1]])  # noqa: E731
+    milp = {main: solved(cases[main]) if task_set is not None else suite_ceiling_rates("id", "train", cases[main][2]),
             "stress": np.array([milp_ceiling(w, cases["stress"][0].n_nodes).rate for w in cases["stress"][1]])}
     summary[MILP] = {scenario: summarize(milp[scenario], cells) for scenario, (_, _, cells) in cases.items()}
     summary[BOUND] = {scenario: summarize(bounds[scenario], cells) for scenario, (_, _, cells) in cases.items()}
@@ -89,15 +104,16 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
 def table(summary: dict[str, dict[str, dict[str, float]]], roots: int) -> str:
     from benchmarks.report import row_label
 
-    edf, ceiling = summary["edf"]["id/train"]["mean"] if "edf" in summary else None, summary[MILP]["id/train"]["mean"]
+    main = next(iter(summary[MILP]))  # id/train, or NAME/train on a bank file
+    edf, ceiling = summary["edf"][main]["mean"] if "edf" in summary else None, summary[MILP][main]["mean"]
 
     def closed(cells: dict[str, dict[str, float]]) -> str:
-        return "—" if edf is None or ceiling <= edf else f"{100 * (cells['id/train']['mean'] - edf) / (ceiling - edf):+.0f}"
+        return "—" if edf is None or ceiling <= edf else f"{100 * (cells[main]['mean'] - edf) / (ceiling - edf):+.0f}"
 
-    rows = [(row_label(row) if row not in (MILP, BOUND) else row, f"{cells['id/train']['mean']:.1f} ± {cells['id/train']['sd']:.1f}",
+    rows = [(row_label(row) if row not in (MILP, BOUND) else row, f"{cells[main]['mean']:.1f} ± {cells[main]['sd']:.1f}",
              f"{cells['stress']['mean']:.1f}", closed(cells)) for row, cells in summary.items()]
-    return markdown_table(("agent", f"id/train completion % (mean ± sd, {roots} roots)", "stress completion %",
-                           "EDF → MILP gap closed on id/train, %"), rows)
+    return markdown_table(("agent", f"{main} completion % (mean ± sd, {roots} roots)", "stress completion %",
+                           f"EDF → MILP gap closed on {main}, %"), rows)
 
 
 def main(argv: Sequence[str] = ()) -> int:
@@ -106,6 +122,7 @@ def main(argv: Sequence[str] = ()) -> int:
     parser.add_argument("--rows", nargs="+", default=list(AGENTS), help="rows, shipped or third-party module.path:attr (default: all shipped quick rows)")
     parser.add_argument("--roots", type=int, default=SUITE_ROOTS, help=f"evaluation roots (default {SUITE_ROOTS})")
     parser.add_argument("--episodes", type=int, default=SUITE_EPISODES, help=f"episodes per root (default {SUITE_EPISODES})")
+    parser.add_argument("--task-set", default=None, metavar="BANK.npz", help="a bank file of your own curves in place of id (NAME/train)")
     add_out(parser)
     args = parser.parse_args(argv)
     from benchmarks.report import commit
@@ -114,11 +131,19 @@ def main(argv: Sequence[str] = ()) -> int:
     start = time.perf_counter()
     if not 1 <= args.roots <= SUITE_ROOTS or not 1 <= args.episodes <= SUITE_EPISODES:
         parser.error(f"--roots must be in 1..{SUITE_ROOTS} and --episodes in 1..{SUITE_EPISODES}")
-    result = evaluate(list(dict.fromkeys(args.rows)), roots=args.roots, episodes=args.episodes, seed=args.seed)
+    banks = {}
+    if args.task_set is not None:
+        try:
+            config = EnvConfig(task_set=args.task_set)
+        except ValueError as exc:
+            parser.error(str(exc))
+        banks = {config.task_set_name: {"path": config.bank_path, "sha256": config.bank_sha256}}
+    result = evaluate(list(dict.fromkeys(args.rows)), roots=args.roots, episodes=args.episodes, seed=args.seed, task_set=args.task_set)
     wall = time.perf_counter() - start
     print(table(result["summary"], args.roots))
     payload = {"suite": "quick", "command": "python -m benchmarks quick " + " ".join(argv), "commit": commit(), "env_version": suite_meta("id", "train")["env"],
-               "suite_sha256": {"id/train": suite_sha256("id", "train")}, "wall_s": wall, "roots": args.roots, "episodes_per_root": args.episodes, **result}
+               "suite_sha256": {} if banks else {"id/train": suite_sha256("id", "train")}, "banks": banks,
+               "recipe": (EnvConfig(task_set=args.task_set).recipe.as_dict() if banks else suite_meta("id", "train")["recipe"]), "wall_s": wall, "roots": args.roots, "episodes_per_root": args.episodes, **result}
     paths = write_results("quick", payload, result["episodes"], out=args.out)
     print(f"\nwall time {wall:.1f} s; wrote {', '.join(str(p) for p in paths)}")
     return 0

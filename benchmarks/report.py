@@ -159,7 +159,8 @@ def tables(payload: dict[str, Any]) -> str:
         rows = [(row_label(row), *(f"{gap[row][c]:+.0f}" if c in gap.get(row, {}) else "—" for c in columns)) for row in payload["table"]]
         return markdown_table(("agent", *columns), rows)
 
-    text = [f"Completion % (mean ± sd over {payload['roots']} evaluation roots; a learned row's training seeds are averaged within each root, "
+    over = "the stress scenario's one fixed workload" if payload["scenarios"] == ["stress"] else f"{payload['roots']} evaluation roots"
+    text = [f"Completion % (mean ± sd over {over}; a learned row's training seeds are averaged within each root, "
             f"their spread in brackets); `{payload['command']}`, commit {payload['commit']}, {payload.get('env_version', '?')}", "", completion(columns)]
     if len(heavy) > 1:
         text += ["", "Heavier loads (equal-weight average of id, rl_ood, vit_ood; per task set in the JSON and CSV):", "", completion(heavy)]

@@ -120,8 +120,9 @@ The same keyword names in every view (validated by `core_env.config.EnvConfig`, 
 | `n_slots` | 16 | K visible task slots, 1–1024 |
 | `arrival_steps` | 500 | arrival window T_arrive |
 | `load` | `"train"` | `"train"`, `"x1.25"`, `"x1.5"`, `"x2"` or an arrival intensity per node and step in (0, 1] |
-| `task_set` | `"id"` | `"id"`, `"rl_ood"`, `"vit_ood"`, `"stress"` or a custom `CurveBank` |
-| `curve_source` | `"corpus"` | curves of seeded workloads: `"corpus"` (real training runs) or `"prior"` (parametric prior fitted to the corpus); suites always replay corpus curves |
+| `task_set` | `"id"` | `"id"`, `"rl_ood"`, `"vit_ood"`, `"stress"`, a custom `CurveBank`, or the path of a bank file of your own curves (Custom curve banks, below) |
+| `curve_source` | `"corpus"` | curves of seeded workloads: `"corpus"` (real training runs) or `"prior"` (parametric prior fitted to the corpus); suites always replay corpus curves; a bank file is its own source (`"prior"` is refused) |
+| `recipe` | the v1 recipe | the task recipe of seeded workloads: a `core_env.recipe.TaskRecipe` or a dict of its fields (Task recipes, below) |
 | `reward` | `"shaped"` | `"shaped"` or `"sparse"` |
 | `kappa` | 0.5 | potential weight |
 | `history` | 8 | H losses per slot in the observation |
@@ -133,12 +134,16 @@ The same keyword names in every view (validated by `core_env.config.EnvConfig`, 
 
 ## Workloads and seeds
 
-- `reset(seed=s)` draws a workload from `numpy.random.default_rng(s)` on the task set's **train** curves.
+- `reset(seed=s)` draws a workload from `numpy.random.default_rng(s)` on the task set's **train** curves,
+  by the config's `recipe`.
 - `reset(options={"suite": "eval", "task_set": "id", "load": "train", "root": r, "episode": e})` replays
   a pre-generated evaluation workload (10 evaluation roots × 4 episodes per task set and load, for
   N = 4 nodes, on **eval** curves with targets set from the train curves, committed under
   `core_env/data/suites/` with sha256 checksums; regenerate with `python -m core_env.suites`, which
   reproduces the same decoded task tables on any machine).
+- `reset(options={"suite": "eval", "suite_dir": DIR, "root": r, "episode": e})` replays a suite you
+  generated (`DIR/{task set name}__{load}.npz`, Generated suites below); `reset(options={"suite":
+  "path/to/file.npz", "root": r, "episode": e})` replays one suite file.
 - `reset(options={"workload": w})` replays any `core_env.workload.Workload`.
 - Unknown option keys give a warning, not an error (PettingZoo's tests pass `{"options": 1}`).
 
@@ -205,6 +210,112 @@ family to the corpus instead.
 slack exactly 1 and 7 never-finishing decoys that arrive earlier and have earlier deadlines) where FIFO
 and EDF complete 0%, while the MILP ceiling and a clairvoyant scheduler reach 65%.
 See `core_env.workload.stress_workload`.
+
+## Custom curve banks
+
+`task_set` may be the path of a **bank file**: your own training curves, imported from CSV, `.npz` or
+TensorBoard logs with `python -m core_env.curves import CURVES.csv --out BANK.npz` (a versioned,
+checksummed file with a family label, flags and a fixed train/eval split per run; walkthrough in
+docs/tutorials/bring-your-own-curves.md). It works wherever a built-in name does:
+
+```python
+env = discrete_core_v1.parallel_env(task_set="my_bank.npz")      # also gym.make(..., task_set=...) and EnvConfig
+env.config.task_set_name   # the bank manifest's name, e.g. "my_runs"
+env.config.bank("eval")    # CurveBank of a split ("train", "eval", "all"); bank_for("my_bank.npz", "eval") too
+```
+
+- The file is verified against its checksums when the config is made; a string that is neither a
+  built-in name nor a readable bank file raises `ValueError` naming the built-in task sets and the
+  import command. Banks are cached per (resolved path, file sha256, split); a config refuses a file
+  that changed after it was made (make a new env).
+- `reset(seed=s)` draws on the bank's **train** split, which is also the recipe's family reference
+  (targets and deadlines come from how the train runs of each family went), exactly as for a built-in
+  task set. Evaluation uses the **eval** split (generate suites, below).
+- A `CurveBank` object still works as `task_set`; it is its own reference and has no splits.
+- Benchmarks: `python -m benchmarks paper --task-set BANK.npz` (any cell-based suite but `stress`) runs
+  the suite's rows on `NAME/train` and, where the suite has them, the heavier loads `NAME/x1.25` …
+  `NAME/x2`; episodes are drawn on the eval split by the suites' seeding scheme, so root r episode e is
+  episode (r, e) of `python -m core_env.suites generate --task-set BANK.npz`. The `milp` ceiling is
+  solved per cell (there are no stored optima for your bank). Cell keys include the bank file's sha256,
+  and the results JSON records the bank (`banks`: path, sha256) and each scenario's `recipe`.
+  `python -m benchmarks quick --task-set BANK.npz` replaces id/train with `NAME/train` the same way.
+
+## Generated suites
+
+`python -m core_env.suites generate --task-set BANK.npz --loads train x2 --out DIR` (or a built-in
+name, or intensities such as `0.15`) writes evaluation suites by the committed suites' recipe and
+seeding: `DIR/{name}__{load}.npz` (10 evaluation roots × 4 episodes, N = 4, on the eval split with
+targets from the train split) and `DIR/manifest.json` with their sha256, which is checked on every
+read. Options `--roots`, `--episodes`, `--seed`, `--n-nodes`, `--arrival-steps` and `--recipe` (a JSON
+object of `TaskRecipe` fields, or a JSON file). In Python:
+`core_env.workload.write_suite(task_set, load, directory, roots=10, episodes=4, seed=SUITE_SEED,
+recipe=...) -> Path` (`generate_suite` returns the arrays; `load_suite(task_set, load, r, e,
+suite_dir=DIR)` and `load_suite_file(path, r, e)` read them back). Episode (r, e) is drawn from
+`core_env.workload.suite_rng(name, load, r, e, seed)` =
+`default_rng([seed, crc32(name), crc32(load), r, e])`, the scheme of the committed suites. Each file's
+meta records the task set, load, intensity, seed, N, roots, episodes, the banks' fingerprints, the
+recipe and, for a bank file, its name, sha256 and path (`bank_file`), so a suite file replays in any
+env as long as that bank file is found (`task_set=` it if it has moved). `python -m core_env.suites`
+without arguments regenerates the committed suites, byte for byte.
+
+## Task recipes as configuration
+
+`EnvConfig(recipe=TaskRecipe(slack=(1.0, 2.0)))`, or a dict `recipe={"slack": [1.0, 2.0]}` (missing
+fields keep the v1 defaults), sets how seeded workloads draw targets, rates and deadlines (`budget_share`,
+`target_quantile`, `typical_run_steps`, `rate_spread`, `slack`; meanings in Workloads and seeds above
+and in `core_env.recipe`). Unknown fields and out-of-range values raise `ValueError` naming the field;
+anything but a recipe or a dict raises `TypeError`. The default is the v1 recipe (`DEFAULT_RECIPE`),
+the one the committed suites were generated with (recorded in their meta as `recipe`). The same
+recipes drive `python -m core_env.suites generate --recipe`, and benchmark results files record the
+recipe of every scenario.
+
+## Trace workloads
+
+`core_env.trace` replays the arrivals of a CSV job trace (ElasticFlow, Blox or a generic layout), and its
+deadlines, targets and compute rates where the trace has them; the recipe draws the rest from a seeded
+generator: `w = trace_workload(read_trace("jobs.csv", layout="elasticflow"), bank, rng, recipe)`, then
+`env.reset(options={"workload": w})`. Any bank works (`EnvConfig(task_set="my_bank.npz").bank("train")`,
+`bank_for("id", "eval")`). Walkthrough: docs/tutorials/replay-a-job-trace.md; the module docstring is
+the reference (layouts, time-to-step mapping, errors).
+
+## Wrappers
+
+`core_env.wrappers` adapts the parallel env to RL libraries. Each returns fresh arrays and the same
+space object for an agent on every call, forwards `max_cycles`, and lets unknown attributes
+(`reported_history`, `slot_task`, `config`, `state`, ...) reach the wrapped env:
+
+| wrapper | observation per agent / what it adds |
+|---|---|
+| `FlattenObservation(env)` | one float32 Box `[observation (D,), action_mask (K+1,) as 0/1]` (SuperSuit, Stable-Baselines3, MLP policies); the int8 mask is also in `infos[a]["action_mask"]` |
+| `MaskToInfo(env)` | the Box `observation`; the mask moves to `infos[a]["action_mask"]` (TorchRL, BenchMARL) |
+| `RLlibKeys(env)` | Dict `{"observations", "action_mask"}` (RLlib's action-masking RLModule) |
+| `LongerHistory(env, H)` | the canonical Dict with H reported log losses per slot, exactly what `history=H` observes; `state()` follows |
+| `OracleDemand(env)` | unchanged observations; adds the HIDDEN remaining demand (K,) to `infos[a]["remaining_demand"]` (oracle rows only) |
+| `EpisodeRecorder(env)` | unchanged; `.record` is a JSON-ready record of the episode (config, workload, every action) |
+
+`replay(record, env_fn=None)` replays an `EpisodeRecorder` record on a fresh env and returns the
+trajectory (observations, rewards, terminations, truncations, infos), bit-identical on any machine; a
+record made on a bank file names its path and replays while the file is there; one made on a
+`CurveBank` object needs `env_fn`. Order matters: `LongerHistory` wraps an env whose observations are
+still `{"observation", "action_mask"}`, and the reshaping wrappers go last, e.g.
+`MaskToInfo(LongerHistory(parallel_env(), 32))`.
+
+## Glossary
+
+| term | meaning |
+|---|---|
+| load (`load="train"`) | an **arrival intensity per node and step**: each node's users submit a task with this probability in each step of the arrival window. `train` = 0.1 (the training load), `x1.25`, `x1.5`, `x2` scale it; a float in (0, 1] is an intensity |
+| task set (`task_set="id"`) | where tasks' curves come from: `id` = the in-distribution families (MLPs, 1-D CNNs, character LMs), `rl_ood` / `vit_ood` = out-of-distribution families (actor-critic RL, vision transformers), `stress` = the constructed scenario, or your bank file |
+| family | runs of the same model and data; targets, rates and deadlines are set from a family's reference runs |
+| split | every run is in `train` (seeded workloads, reference runs) or `eval` (evaluation suites), never both |
+| reference runs | the runs a submitter knows: the train split (a `CurveBank` object: itself) |
+| bank file | your curves as a checksummed `.npz` (`python -m core_env.curves import`); its manifest `name` is the task set's name |
+| suite | pre-generated evaluation workloads of one task set and load: roots × episodes, on eval curves |
+| evaluation root | one independent group of suite episodes; tables report mean ± sd over roots (episodes are averaged within a root) |
+| episode | one workload: arrivals over `arrival_steps` steps, then the drain until no task is active |
+| scenario | a benchmark column: task set, load and env overrides (e.g. `id/train`, `rl_ood/x2`, `id, N=8`, `my_runs/train`) |
+| demand | the hidden node-steps a task needs to reach its target (inf if never); windows are observed, demands are not |
+| ceiling (`milp`) | the offline optimum of an episode (MILP); the independent-feasibility bound is a looser relaxation |
 
 ## Gymnasium view
 

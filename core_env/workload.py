@@ -3,7 +3,8 @@
 A :class:`Workload` is one episode's task list: arrival step, deadline, target loss, batches per
 node-step and hidden curve of every task, plus each task's hidden nominal demand. It is drawn from a
 seeded generator (:func:`draw_workload`), built by hand (:func:`stress_workload`, tests), or replayed
-from a committed evaluation suite (:func:`load_suite`).
+from a committed evaluation suite (:func:`load_suite`) or one generated into a directory of your own, on
+any task set or bank file (:func:`write_suite`, ``python -m core_env.suites generate``).
 
 Timing convention: a task with arrival step ``a`` is visible (in a slot, servable) from the start of
 step ``a``; with deadline ``d`` it may be served in steps ``a, ..., d - 1`` and fails at the end of step
