@@ -25,6 +25,8 @@ from benchmarks.rollout import run_agent
 from core_env.config import EnvConfig
 
 BASELINES = ("edf", "lara", "lara-fm")
+#: The environment version the trainer's workloads come from today.
+CURRENT_ENV = "discrete_core_v1"
 
 
 def manifests(directory: Path = CHECKPOINT_DIR) -> list[dict[str, Any]]:
@@ -84,8 +86,11 @@ def main(argv: Sequence[str] = ()) -> int:
              f"{r['wall_seconds'] / 60:.1f}", minutes_to_beat(r, levels["lara"]), f"{100 * r['eval']['final_completion_rate']:.1f}")
             for r in runs]
     header = ("variant", "seed", "teacher", "env steps", "updates", "wall min", "min to beat LARA", "final eval %")
+    old = sorted({r.get("env_version", "v0") for r in runs} - {CURRENT_ENV})
+    caveat = ([f"These runs were trained and evaluated on {', '.join(old)} workloads, the baselines are replayed on today's ({CURRENT_ENV}) "
+               "trainer workloads: the last two columns compare across environment versions and are indicative only."] if old else [])
     text = "\n".join([markdown_table(header, rows), "",
-                      "Baselines on the same evaluation workloads: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in levels.items())])
+                      "Baselines on the trainer's evaluation workloads: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in levels.items()), *caveat])
     print(text)
     directory = args.out / "training"
     curve = figure(runs, levels)
