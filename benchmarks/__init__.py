@@ -92,6 +92,44 @@ def add_suite_selection(parser: Any) -> None:
     parser.add_argument("--loads", nargs="+", default=list(LOADS), choices=list(LOADS), help="default: all")
 
 
+def add_bank_selection(parser: Any) -> None:
+    """``--task-set BANK.npz [--roots R] [--episodes E]``: a bank file of your own curves in place of the
+    committed task sets (:func:`bank_or_task_sets`), its workloads drawn by the suites' seeding scheme."""
+    from core_env.workload import SUITE_EPISODES, SUITE_ROOTS
+
+    parser.add_argument("--task-set", default=None, metavar="BANK.npz",
+                        help="a bank file of your own curves in place of --task-sets (fits on its train split, scores on its eval split)")
+    parser.add_argument("--roots", type=int, default=SUITE_ROOTS, help=f"evaluation roots of a bank file (default {SUITE_ROOTS})")
+    parser.add_argument("--episodes", type=int, default=SUITE_EPISODES, help=f"episodes per root of a bank file (default {SUITE_EPISODES})")
+
+
+def bank_or_task_sets(parser: Any, args: Any) -> list[str]:
+    """``[args.task_set]`` when a bank file is given (checked: ``parser.error`` names a bad file or count), else ``args.task_sets``."""
+    if args.task_set is None:
+        return list(args.task_sets)
+    from core_env.config import EnvConfig
+
+    if args.roots < 1 or args.episodes < 1:
+        parser.error(f"--roots and --episodes must be >= 1, got {args.roots} and {args.episodes}")
+    try:
+        EnvConfig(task_set=args.task_set)
+    except ValueError as exc:
+        parser.error(str(exc))
+    return [args.task_set]
+
+
+def add_trace(parser: Any) -> None:
+    """``--trace PATH [--trace-layout L] [--step-seconds S]``: replay a CSV job trace (:mod:`core_env.trace`)."""
+    from core_env.trace import LAYOUTS
+
+    parser.add_argument("--trace", default=None, metavar="TRACE.csv",
+                        help="replay this job trace's arrivals (and deadlines, targets, rates where given) on the task set "
+                             "(--task-set, default id); each root draws the missing fields with its own seed")
+    parser.add_argument("--trace-layout", choices=LAYOUTS, default="generic", help="the trace's columns and units (default generic)")
+    parser.add_argument("--step-seconds", type=float, default=None,
+                        help="trace seconds per environment step (default: the layout's; see core_env.trace.read_trace)")
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A GitHub Markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]

@@ -34,7 +34,8 @@ AGAINST = ("edf", "window-edf", "lara-fm", "edf-admission:fm,min_reports=5", "ed
 
 def evaluate(agent: str | Agent | Callable[[], Agent], suite: str = "paper", out: Path | str = RESULTS_DIR / "evaluate",
              name: str | None = None, against: Sequence[str] = AGAINST, scenarios: Sequence[str] | None = None,
-             roots: int | None = None, episodes: int | None = None, workers: int = 1, progress: bool = False) -> dict[str, Any]:
+             roots: int | None = None, episodes: int | None = None, workers: int = 1, progress: bool = False,
+             task_set: str | None = None) -> dict[str, Any]:
     """Run ``agent`` through ``suite`` beside the shipped rows ``against`` and the MILP ceiling.
 
     Args:
@@ -49,6 +50,8 @@ def evaluate(agent: str | Agent | Callable[[], Agent], suite: str = "paper", out
         episodes: episodes per root (default: all).
         workers: parallel processes (in-memory agents run in this process: workers is then 1).
         progress: show a progress bar.
+        task_set: a bank file of your own curves in place of the built-in task sets (the suite's scenarios
+            on it, :func:`benchmarks.paper.bank_scenarios`; ``scenarios`` then names them, e.g. ``BANK/train``).
 
     Returns:
         The suite's payload (``table``, ``gap_closed``, ``differences`` — the agent against each of
@@ -56,13 +59,13 @@ def evaluate(agent: str | Agent | Callable[[], Agent], suite: str = "paper", out
     """
     from benchmarks.agents import REGISTERED, register
     from benchmarks.ceiling_cells import MILP
-    from benchmarks.paper import SuiteSpec, specs
+    from benchmarks.paper import SuiteSpec, for_task_set, specs
     from benchmarks.report import run_suite
 
     every = specs()
     if suite not in every:
         raise ValueError(f"unknown suite {suite!r}; cell-based suites: {sorted(every)}")
-    spec = every[suite]
+    spec = every[suite] if task_set is None else for_task_set(every[suite], task_set)
     if isinstance(agent, str):
         row = agent
     else:
@@ -80,5 +83,6 @@ def evaluate(agent: str | Agent | Callable[[], Agent], suite: str = "paper", out
         chosen = tuple(s for s in spec.scenarios if s.name in scenarios)
     run_spec = SuiteSpec(spec.name, spec.rows, chosen, spec.roots if roots is None else roots, episodes, spec.seeds)
     rows = list(dict.fromkeys([row, *against, MILP]))
-    return run_suite(run_spec, Path(out), rows, workers=workers, progress=progress, argv=["--rows", *rows],
+    argv = ["--rows", *rows] + (["--task-set", str(task_set)] if task_set is not None else [])
+    return run_suite(run_spec, Path(out), rows, workers=workers, progress=progress, argv=argv,
                      compare=[(row, other) for other in against if other != row])

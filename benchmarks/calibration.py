@@ -8,7 +8,9 @@ that on stress FIFO = EDF = 0 while clairvoyant reaches the ceiling. ``milp`` is
 optimum (:mod:`benchmarks.ceilings`; unit speeds, slot limit relaxed); ``clairvoyant`` is a strong
 heuristic, not a bound; ``bound`` is the independent-feasibility relaxation (ignores contention);
 ``window-edf`` is the leak probe (no curve values). The last column is EDF's distance to the ceiling,
-the gap a curve-aware scheduler has to close. Results go to ``OUT/calibration.json`` (default ``benchmarks/results``).
+the gap a curve-aware scheduler has to close. ``--task-set BANK.npz [--roots R] [--episodes E]`` runs
+on a bank file of your own curves instead of the committed suites (every load, workloads drawn on its
+eval split by the suites' seeding scheme; the MILP solved per episode). Results go to ``OUT/calibration.json`` (default ``benchmarks/results``).
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks import add_out, markdown_table, write_results
+from benchmarks import add_bank_selection, add_out, bank_or_task_sets, markdown_table, write_results
+from benchmarks.cells import bank_suite
 from benchmarks.quick import summarize
 from benchmarks.rollout import run_agent
 from core_env.config import LOADS, EnvConfig
-from core_env.workload import SUITE_TASK_SETS, load_suite, stress_workload, suite_ceiling_rates, suite_cells, suite_meta
+from core_env.curves import is_bank_path
+from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, load_suite, stress_workload, suite_ceiling_rates, suite_cells, suite_meta
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 from mara_agents.heuristics import HEURISTICS
 
@@ -41,10 +45,18 @@ def _row(task_set: str, load: str, config: EnvConfig, workloads: list, cells: li
     return row
 
 
-def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS)) -> list[dict]:
-    """One row per (task set, load), then the stress scenario: {column: {"mean", "sd"}} in %."""
+def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS), roots: int = SUITE_ROOTS,
+             episodes: int = SUITE_EPISODES) -> list[dict]:
+    """One row per (task set, load), then the stress scenario: {column: {"mean", "sd"}} in %. A task set may
+    be a bank file's path: ``roots`` × ``episodes`` workloads per load drawn on its eval split by the
+    suites' seeding scheme (:func:`benchmarks.cells.bank_suite`), the MILP solved per episode."""
     rows = []
     for task_set, load in tqdm([(t, l) for t in task_sets for l in loads], desc="calibration", leave=False):
+        if is_bank_path(task_set):
+            config, workloads, cells = bank_suite(task_set, load, roots, episodes)
+            milp = np.array([milp_ceiling(w, config.n_nodes).rate for w in workloads])
+            rows.append({**_row(config.task_set_name, load, config, workloads, cells, milp), "bank": {"path": config.bank_path, "sha256": config.bank_sha256}})
+            continue
         cells = suite_cells(task_set, load)
         workloads = [load_suite(task_set, load, r, e) for r, e in cells]
         config = EnvConfig(task_set=task_set, load=load, n_nodes=suite_meta(task_set, load)["n_nodes"])
@@ -64,9 +76,10 @@ def table(rows: Sequence[dict]) -> str:
 def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks calibration", description=__doc__.splitlines()[0])
     add_out(parser)
+    add_bank_selection(parser)
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    rows = evaluate()
+    rows = evaluate(bank_or_task_sets(parser, argparse.Namespace(task_sets=SUITE_TASK_SETS, **vars(args))), roots=args.roots, episodes=args.episodes)
     wall = time.perf_counter() - start
     print(table(rows))
     paths = write_results("calibration", {"suite": "calibration", "wall_s": wall, "rows": rows}, out=args.out)

@@ -2,7 +2,7 @@
 
 For the committed evaluation suites (a built-in task set at a named load at the suites' N, unit speeds)
 the optimum is read from the stored ceilings (``core_env/data/suites/ceilings.json``, every episode
-proven optimal); for other unit-speed scenarios (more nodes, the stress scenario, a bank file) it is
+proven optimal); for other unit-speed scenarios (more nodes, the stress scenario, a bank file, a replayed trace) it is
 solved here with :func:`mara_agents.bounds.milp_ceiling`, once per cell, and cached like any other cell. A cell whose
 solve stopped at the time limit reports the best schedule found and its dual bound (``gap`` > 0),
 never a number above what was proven. Scenarios with node speeds or a switching cost have no exact
@@ -11,7 +11,6 @@ ceiling and do not run this row (see :func:`has_exact_ceiling`).
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -43,7 +42,7 @@ def ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
         if not has_exact_ceiling(cell.env):
             raise ValueError(f"no exact MILP ceiling for a scenario with {dict(cell.env)} (unit speeds and no switching cost only)")
         config, workloads = cell.config(), cell.workloads()
-        stored = cell.task_set in SUITE_TASK_SETS and isinstance(cell.load, str) and cell.load in LOADS and config.n_nodes == SUITE_NODES
+        stored = not cell.trace and cell.task_set in SUITE_TASK_SETS and isinstance(cell.load, str) and cell.load in LOADS and config.n_nodes == SUITE_NODES
         table = suite_ceilings(cell.task_set, cell.load) if stored else None
         episodes = []
         for e, workload in enumerate(workloads):
@@ -59,7 +58,7 @@ def ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
             episode["gap"] = (bound - completed) / max(bound, 1.0)
             episodes.append(episode)
         means = {key: float(np.mean([e[key] for e in episodes])) for key in (*EPISODE_STATS, "gap")}
-        results.append({"format": FORMAT, "key": cell.key, "cell": dataclasses.asdict(cell), "episodes": episodes, "mean": means,
+        results.append({"format": FORMAT, "key": cell.key, "cell": cell.fields(), "episodes": episodes, "mean": means,
                         "feasibility_bound": float(np.mean([w.feasibility_bound() for w in workloads])), "ceiling": "stored" if stored else "solved",
                         "decision_ms": 0.0, "wall_s": time.perf_counter() - start})
     return results

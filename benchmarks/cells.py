@@ -30,7 +30,9 @@ curves, ``python -m core_env.curves import``) draws its episodes on the bank's e
 split as reference: at a named load and N = 4 by the suites' seeding scheme
 (:func:`core_env.workload.suite_rng`), so root ``r`` episode ``e`` is exactly episode ``(r, e)`` of
 ``python -m core_env.suites generate --task-set BANK``; otherwise as the other drawn scenarios. Its key
-includes the bank file's sha256, so a changed bank never reuses cached cells.
+includes the bank file's sha256, so a changed bank never reuses cached cells. A cell with a ``trace``
+(layout, path, step_seconds) replays that job trace on its task set (:meth:`Cell.trace_workloads`);
+its key includes the trace file's sha256 and its ``max_cycles`` is raised to the trace's horizon.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ CELL_DIR = RESULTS_DIR / "cells"
 EPISODE_STATS = ("completion_rate", "completed", "arrived", "failed", "rejected", "node_utilization", "busy_node_steps",
                  "wasted_node_steps", "switches", "conflicts", "invalid_actions", "t")
 _DRAWN_SEED = 20261129
+_TRACE_SEED = 20261130
 #: Most roots of one row × scenario played as one job (one batch): larger jobs batch more predictor calls,
 #: smaller ones lose less to an interruption.
 GROUP_ROOTS = 5
@@ -82,6 +85,7 @@ class Cell:
     seed: int = 0
     env: tuple[tuple[str, Any], ...] = ()  # EnvConfig overrides as sorted (name, value) pairs
     episodes: int = SUITE_EPISODES
+    trace: tuple[tuple[str, Any], ...] = ()  # a replayed job trace: sorted (name, value) pairs of layout, path, step_seconds
 
     @property
     def key(self) -> str:
@@ -91,8 +95,25 @@ class Cell:
         extra: list[Any] = [weights] if weights else []
         if self.bank_sha256 is not None:  # a bank file: its content, not only its path (built-in keys are unchanged)
             extra.append({"bank_sha256": self.bank_sha256})
-        text = json.dumps([FORMAT, dataclasses.asdict(self)] + extra, sort_keys=True, default=list)
+        if self.trace:  # a trace file: its content too
+            extra.append({"trace_sha256": self.replayed()[0]})
+        text = json.dumps([FORMAT, self.fields()] + extra, sort_keys=True, default=list)
         return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+    def fields(self) -> dict[str, Any]:
+        """The cell's fields as keyed and saved with its result (``trace`` only when set, so the keys and
+        cached results of cells without a trace are unchanged)."""
+        out = dataclasses.asdict(self)
+        if not self.trace:
+            del out["trace"]
+        return out
+
+    def replayed(self):
+        """(sha256, :class:`core_env.trace.Trace`) of the cell's trace file (read once per file content)."""
+        from core_env.trace import trace_file
+
+        options = dict(self.trace)
+        return trace_file(options["path"], options["layout"], options["step_seconds"])
 
     @property
     def bank_sha256(self) -> str | None:
@@ -100,13 +121,22 @@ class Cell:
         return bank_file(self.task_set).sha256 if is_bank_path(self.task_set) else None
 
     def config(self) -> EnvConfig:
+        """The cell's EnvConfig; with a trace and no ``max_cycles`` override, ``max_cycles`` is raised to the
+        trace's horizon (:func:`core_env.trace.trace_horizon`) so that long traces are not truncated."""
+        from core_env.trace import trace_horizon
+
         overrides = dict(self.env)
-        return EnvConfig(task_set=self.task_set, load=self.load, **overrides)
+        config = EnvConfig(task_set=self.task_set, load=self.load, **overrides)
+        if self.trace and "max_cycles" not in overrides:
+            config = dataclasses.replace(config, max_cycles=max(config.max_cycles, trace_horizon(self.replayed()[1], config.recipe)))
+        return config
 
     def workloads(self) -> list[Workload]:
         config = self.config()
         if self.task_set == "stress":
             return [stress_workload(config.n_nodes)]
+        if self.trace:
+            return self.trace_workloads(config)
         if config.bank_path is not None:  # a bank file: eval runs, train runs as reference
             bank, reference, name = config.bank("eval"), config.bank("train"), config.task_set_name
             if isinstance(self.load, str) and self.load in LOADS and config.n_nodes == SUITE_NODES:  # the suites' scheme
@@ -122,6 +152,33 @@ class Cell:
         reference = bank_for(self.task_set, "train", config.curve_source)  # targets and deadlines from train runs, as in the suites
         return [draw_workload(bank, config.arrival_intensity, config.arrival_steps, np.random.default_rng([_DRAWN_SEED, tag, self.root, e]),
                               config.recipe, n_nodes=config.n_nodes, reference=reference) for e in range(self.episodes)]
+
+
+    def trace_record(self) -> dict[str, Any] | None:
+        """The provenance of the cell's trace (path, sha256, layout, step_seconds), or None without one."""
+        if not self.trace:
+            return None
+        options = dict(self.trace)
+        return {"path": options["path"], "sha256": self.replayed()[0], "layout": options["layout"], "step_seconds": options["step_seconds"]}
+
+    def trace_workloads(self, config: EnvConfig) -> list[Workload]:
+        """The trace replayed once per episode: arrivals (and deadlines, targets, rates where given) from the
+        trace, every missing field drawn on the eval split (train split as reference) by the generator
+        ``[seed, crc32(trace sha256), root, episode]``."""
+        from core_env.trace import trace_workload
+
+        sha, trace = self.replayed()
+        tag = zlib.crc32(sha.encode())
+        bank, reference = config.bank("eval"), config.bank("train")
+        return [trace_workload(trace, bank, np.random.default_rng([_TRACE_SEED, tag, self.root, e]), config.recipe, config.n_nodes, reference)
+                for e in range(self.episodes)]
+
+
+def bank_suite(task_set: str, load: str, roots: int = 10, episodes: int = SUITE_EPISODES) -> tuple[EnvConfig, list[Workload], list[tuple[int, int]]]:
+    """A bank file's evaluation suite at a named load, as the cells draw it (:meth:`Cell.workloads`: the
+    eval split, the suites' seeding scheme): (config, workloads, their (root, episode)), ``roots`` × ``episodes``."""
+    cells = [Cell("edf", task_set, load, root=r, episodes=episodes) for r in range(roots)]
+    return cells[0].config(), [w for cell in cells for w in cell.workloads()], [(r, e) for r in range(roots) for e in range(episodes)]
 
 
 def run_cell(cell: Cell) -> dict[str, Any]:
@@ -155,7 +212,7 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
         episodes = [{key: stats[key][offset + i].item() for key in EPISODE_STATS} for i in range(len(group))]
         offset += len(group)
         means = {key: float(np.mean([e[key] for e in episodes])) for key in EPISODE_STATS}
-        results.append({"format": FORMAT, "key": cell.key, "cell": dataclasses.asdict(cell), "episodes": episodes, "mean": means,
+        results.append({"format": FORMAT, "key": cell.key, "cell": cell.fields(), "episodes": episodes, "mean": means,
                         "feasibility_bound": float(np.mean([w.feasibility_bound() for w in group])),
                         "decision_ms": per_env_ms, "wall_s": (time.perf_counter() - start) / len(cells)})
     return results
@@ -189,7 +246,7 @@ def result_problem(cell: Cell, result: Any, key: str | None = None) -> str | Non
     key = cell.key if key is None else key
     if result.get("key") != key:
         return f"key {result.get('key')!r}, expected {key!r}"
-    if result.get("cell") != json.loads(json.dumps(dataclasses.asdict(cell), default=list)):
+    if result.get("cell") != json.loads(json.dumps(cell.fields(), default=list)):
         return f"cell fields {result.get('cell')!r} are not the cell's"
     episodes, means, expected = result.get("episodes"), result.get("mean"), expected_episodes(cell)
     if not isinstance(episodes, list) or len(episodes) != expected:

@@ -31,15 +31,16 @@ import numpy as np
 from scipy.stats import spearmanr
 from tqdm import tqdm
 
-from benchmarks import add_out, add_suite_selection, markdown_table, write_results
+from benchmarks import add_bank_selection, add_out, add_suite_selection, bank_or_task_sets, markdown_table, write_results
+from benchmarks.cells import bank_suite
 from benchmarks.quick import root_rates, summarize
 from benchmarks.stats import paired_difference
 from benchmarks.rollout import run_agent
 from core_env.config import LOADS, EnvConfig
-from core_env.curves import bank_for
-from core_env.workload import SUITE_TASK_SETS, draw_workload, load_suite, suite_ceiling_rates, suite_ceilings, suite_cells, suite_meta
+from core_env.curves import bank_for, is_bank_path
+from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, draw_workload, load_suite, suite_ceiling_rates, suite_ceilings, suite_cells, suite_meta
 from mara_agents.allocators import make_allocator
-from mara_agents.bounds import independent_feasibility_bounds
+from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 from mara_agents.heuristics import EDF, Clairvoyant, WindowEDF
 
 #: Factors tried when fitting the window probe on train workloads.
@@ -52,7 +53,8 @@ MAX_PROBE_GAIN, MIN_ORACLE_GAIN = 3.0, 10.0
 
 
 def fit_factor(task_set: str, n_nodes: int, episodes: int = FIT_EPISODES) -> tuple[float, dict[float, float]]:
-    """The window factor with the best mean completion on seeded train workloads at the training load."""
+    """The window factor with the best mean completion on seeded train workloads at the training load
+    (the train split, for a bank file too)."""
     bank = bank_for(task_set, "train")
     workloads = [draw_workload(bank, LOADS["train"], 500, np.random.default_rng([FIT_SEED, e]), n_nodes=n_nodes) for e in range(episodes)]
     config = EnvConfig(task_set=task_set, n_nodes=n_nodes)
@@ -60,15 +62,22 @@ def fit_factor(task_set: str, n_nodes: int, episodes: int = FIT_EPISODES) -> tup
     return max(scores, key=lambda c: (scores[c], -c)), scores
 
 
-def audit(task_set: str, load: str, factor: float) -> dict[str, Any]:
-    """One row of the audit (module docstring) on a committed suite."""
-    meta, cells = suite_meta(task_set, load), suite_cells(task_set, load)
-    workloads = [load_suite(task_set, load, r, e) for r, e in cells]
-    config = EnvConfig(task_set=task_set, load=load, n_nodes=meta["n_nodes"])
+def audit(task_set: str, load: str, factor: float, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES) -> dict[str, Any]:
+    """One row of the audit (module docstring) on a committed suite, or on a bank file's eval split drawn
+    by the suites' seeding scheme (``roots`` × ``episodes``; the MILP solved per episode)."""
+    if is_bank_path(task_set):
+        config, workloads, cells = bank_suite(task_set, load, roots, episodes)
+        ceilings = [milp_ceiling(w, config.n_nodes) for w in workloads]
+        milp, milp_gap = np.array([c.rate for c in ceilings]), max(c.gap for c in ceilings)
+    else:
+        meta, cells = suite_meta(task_set, load), suite_cells(task_set, load)
+        workloads = [load_suite(task_set, load, r, e) for r, e in cells]
+        config = EnvConfig(task_set=task_set, load=load, n_nodes=meta["n_nodes"])
+        milp, milp_gap = suite_ceiling_rates(task_set, load, cells), max(c["gap"] for c in suite_ceilings(task_set, load).values())
     demand = np.concatenate([w.demand for w in workloads])
     window = np.concatenate([w.window for w in workloads])
     finite = np.isfinite(demand)
-    row: dict[str, Any] = {"task_set": task_set, "load": load, "window_factor": factor, "tasks": int(demand.size),
+    row: dict[str, Any] = {"task_set": config.task_set_name, "load": load, **_bank_record(config), "window_factor": factor, "tasks": int(demand.size),
                            "finite_demand_share": float(finite.mean()),
                            "spearman_demand_window": float(spearmanr(demand[finite], window[finite]).statistic)}
     agents = {"edf": EDF(), "window_edf": WindowEDF(factor), "oracle_admission": make_allocator("edf-admission:oracle"), "clairvoyant": Clairvoyant()}
@@ -76,18 +85,26 @@ def audit(task_set: str, load: str, factor: float) -> dict[str, Any]:
     for name, agent in agents.items():
         rates = run_agent(agent, workloads, config)["completion_rate"]
         row[name], row["per_root"][name] = summarize(rates, cells), root_rates(rates, cells).tolist()
-    row["milp"] = summarize(suite_ceiling_rates(task_set, load, cells), cells)
-    row["milp_max_gap"] = max(c["gap"] for c in suite_ceilings(task_set, load).values())
+    row["milp"], row["milp_max_gap"] = summarize(milp, cells), milp_gap
     row["bound"] = summarize(independent_feasibility_bounds(workloads), cells)
     return row
 
 
-def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS)) -> dict[str, Any]:
-    """Fit the probe per task set, audit every (task set, load); criteria on id/train."""
+def _bank_record(config: EnvConfig) -> dict[str, Any]:
+    """``{"bank": {"path", "sha256"}}`` for a config on a bank file, else ``{}``."""
+    return {"bank": {"path": config.bank_path, "sha256": config.bank_sha256}} if config.bank_path is not None else {}
+
+
+def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS), roots: int = SUITE_ROOTS,
+             episodes: int = SUITE_EPISODES, fit_episodes: int = FIT_EPISODES) -> dict[str, Any]:
+    """Fit the probe per task set, audit every (task set, load); criteria on id/train. A task set may be a
+    bank file's path (fit on its train split; ``roots`` × ``episodes`` drawn on its eval split)."""
     factors, fits, rows = {}, {}, []
     for task_set in tqdm(task_sets, desc="leakage", leave=False):
-        factors[task_set], fits[task_set] = fit_factor(task_set, suite_meta(task_set, "train")["n_nodes"])
-        rows += [audit(task_set, load, factors[task_set]) for load in loads]
+        name = EnvConfig(task_set=task_set).task_set_name
+        n_nodes = EnvConfig().n_nodes if is_bank_path(task_set) else suite_meta(task_set, "train")["n_nodes"]
+        factors[name], fits[name] = fit_factor(task_set, n_nodes, fit_episodes)
+        rows += [audit(task_set, load, factors[name], roots, episodes) for load in loads]
     train = {r["task_set"]: {c: (r[c] if c == "spearman_demand_window" else r[c]["mean"]) for c in COLUMNS} for r in rows if r["load"] == "train"}
     result: dict[str, Any] = {"suite": "leakage", "train_load": train, "rows": rows, "window_factor": factors, "factor_fit": fits}
     if "id" in train:
@@ -113,9 +130,11 @@ def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks leakage", description=__doc__.splitlines()[0])
     add_out(parser)
     add_suite_selection(parser)
+    add_bank_selection(parser)
+    parser.add_argument("--fit-episodes", type=int, default=FIT_EPISODES, help=f"train workloads the probe's factor is fitted on (default {FIT_EPISODES})")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    result = evaluate(args.task_sets, args.loads)
+    result = evaluate(bank_or_task_sets(parser, args), args.loads, args.roots, args.episodes, args.fit_episodes)
     result["wall_s"] = time.perf_counter() - start
     print(table(result["rows"]))
     print("\nwindow factor fitted on train workloads: " + ", ".join(f"{t} {c}" for t, c in result["window_factor"].items()))

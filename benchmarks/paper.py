@@ -62,6 +62,7 @@ class Scenario:
     load: str | float = "train"
     env: tuple[tuple[str, Any], ...] = ()
     seeds: tuple[int, ...] | None = None  # learned rows' training seeds here (None: the suite's; (): not run)
+    trace: tuple[tuple[str, Any], ...] = ()  # a replayed job trace (Cell.trace); () for none
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +91,7 @@ class SuiteSpec:
                 for seed in self.seeds_of(row, scenario):
                     for root in range(1 if scenario.task_set == "stress" else self.roots):
                         extra = {} if self.episodes is None else {"episodes": self.episodes}
-                        out.append(Cell(row, scenario.task_set, scenario.load, root, seed, scenario.env, **extra))
+                        out.append(Cell(row, scenario.task_set, scenario.load, root, seed, scenario.env, trace=scenario.trace, **extra))
         return out
 
 
@@ -142,6 +143,48 @@ def for_task_set(spec: SuiteSpec, task_set: str) -> SuiteSpec:
     return dataclasses.replace(spec, scenarios=bank_scenarios(spec, task_set))
 
 
+def trace_scenarios(spec: SuiteSpec, trace: str, layout: str = "generic", step_seconds: float | None = None,
+                    task_set: str = "id") -> tuple[Scenario, ...]:
+    """The suite's scenarios replaying a job trace (:mod:`core_env.trace`) on one task set.
+
+    A trace fixes the arrivals, so the suite's loads do not apply: every scenario on a built-in task set
+    becomes one on ``task_set`` (a built-in name or a bank file) replaying the trace, with the same
+    overrides and seeds, named ``TRACE/TASK_SET`` plus the scenario's overrides part (``id/train`` ->
+    ``philly/id``, ``id, N=8`` -> ``philly/id, N=8``; TRACE is the file's stem); scenarios that differ only
+    in their task set or load collapse into one, and ``stress`` is dropped. Paths are stored resolved.
+
+    Raises:
+        ValueError: the trace or ``task_set`` cannot be read (naming the file and line), or the suite has
+            no scenario on a task set.
+    """
+    from pathlib import Path
+
+    from core_env.config import EnvConfig
+    from core_env.trace import trace_file
+
+    path = Path(trace).expanduser().resolve()
+    trace_file(path, layout, step_seconds)  # read now: a bad trace fails before any cell runs
+    config = EnvConfig(task_set=task_set)
+    resolved = config.bank_path or task_set
+    replay = (("layout", layout), ("path", str(path)), ("step_seconds", step_seconds))
+    out: dict[Any, Scenario] = {}
+    for s in spec.scenarios:
+        if s.task_set not in TASK_SETS:
+            continue
+        rest = s.name[len(s.task_set):] if s.name.startswith(s.task_set) else f": {s.name}"
+        rest = rest[len(f"/{s.load}"):] if rest.startswith(f"/{s.load}") else rest
+        name = f"{path.stem}/{config.task_set_name}{rest}"
+        out.setdefault(s.env, dataclasses.replace(s, name=name, task_set=resolved, load="train", trace=replay))
+    if not out:
+        raise ValueError(f"suite {spec.name} has no scenario on a task set (only {[s.name for s in spec.scenarios]}): it cannot replay a trace")
+    return tuple(out.values())
+
+
+def for_trace(spec: SuiteSpec, trace: str, layout: str = "generic", step_seconds: float | None = None, task_set: str = "id") -> SuiteSpec:
+    """``spec`` with its scenarios replaying the trace file ``trace`` on ``task_set`` (:func:`trace_scenarios`)."""
+    return dataclasses.replace(spec, scenarios=trace_scenarios(spec, trace, layout, step_seconds, task_set))
+
+
 # ---------------------------------------------------------------------------------------------- summaries
 def _pairs(results: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[tuple[int, int], dict[str, Any]]]:
     """(row, scenario name) -> {(seed, root): result}."""
@@ -152,15 +195,15 @@ def _pairs(results: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[tupl
     return out
 
 
-def _scenario_key(task_set: str, load: Any, env: Any) -> str:
-    return json.dumps([task_set, load, [list(pair) for pair in env]], default=list)
+def _scenario_key(task_set: str, load: Any, env: Any, trace: Any = ()) -> str:
+    return json.dumps([task_set, load, [list(pair) for pair in env], [list(pair) for pair in trace]], default=list)
 
 
 def summarize(spec: SuiteSpec, results: Sequence[dict[str, Any]], rows: Sequence[str], compare: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """Per-row summaries (root level), the bound, the gap closed, diagnostics and the paired differences of
     one suite's results (any subset of the suite's cells: each result is matched to its scenario by its cell)."""
-    names = {_scenario_key(s.task_set, s.load, s.env): s.name for s in spec.scenarios}
-    pairs = [(r, names[_scenario_key(r["cell"]["task_set"], r["cell"]["load"], r["cell"]["env"])]) for r in results]
+    names = {_scenario_key(s.task_set, s.load, s.env, s.trace): s.name for s in spec.scenarios}
+    pairs = [(r, names[_scenario_key(r["cell"]["task_set"], r["cell"]["load"], r["cell"]["env"], r["cell"].get("trace", ()))]) for r in results]
     by = _pairs(pairs)
     values = {key: {k: 100 * r["mean"]["completion_rate"] for k, r in cells.items()} for key, cells in by.items()}
     bounds = {key: {k: 100 * r["feasibility_bound"] for k, r in cells.items()} for key, cells in by.items()}

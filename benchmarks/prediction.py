@@ -327,9 +327,11 @@ def time_predictors(predictors: dict[str, Predictor], points: DecisionPoints, ru
 
 def _check_options(task_sets: Sequence[str], policies: Sequence[str], rows: Sequence[str], roots: int, episodes: int,
                    max_points: int | None, resamples: int) -> None:
-    unknown = [t for t in task_sets if t not in SUITE_TASK_SETS]
-    if not task_sets or unknown:
-        raise ValueError(f"task sets must be a non-empty selection of {list(SUITE_TASK_SETS)}, got {list(task_sets)}")
+    if not task_sets:
+        raise ValueError(f"task sets must be a non-empty selection of {list(SUITE_TASK_SETS)} or bank files, got {list(task_sets)}")
+    for task_set in task_sets:
+        if task_set not in SUITE_TASK_SETS:
+            EnvConfig(task_set=task_set)  # a bank file (python -m core_env.curves import); a clear error otherwise
     if not policies:
         raise ValueError("at least one policy is needed")
     bad_rows = [r for r in rows if r not in ROWS]
@@ -343,6 +345,21 @@ def _check_options(task_sets: Sequence[str], policies: Sequence[str], rows: Sequ
         raise ValueError(f"resamples must be >= 1, got {resamples}")
 
 
+def _evaluation_workloads(task_set: str, roots: int, episodes: int):
+    """(config, workloads, their (root, episode)): the committed suite of a built-in task set at the
+    training load, or a bank file's suite drawn by the suites' seeding scheme from its eval split."""
+    if task_set not in SUITE_TASK_SETS:
+        from benchmarks.cells import bank_suite
+
+        return bank_suite(task_set, "train", roots, episodes)
+    config = EnvConfig(task_set=task_set)
+    if suite_meta(task_set, "train")["n_nodes"] != config.n_nodes:
+        raise ValueError(f"the {task_set} suite was drawn for {suite_meta(task_set, 'train')['n_nodes']} nodes, "
+                         f"the default EnvConfig has {config.n_nodes}")
+    source = [(r, e) for r in range(roots) for e in range(episodes)]
+    return config, [load_suite(task_set, "train", r, e) for r, e in source], source
+
+
 def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, policies: Sequence[str] = POLICIES, rows: Sequence[str] = ROWS,
              roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, max_points: int | None = MAX_POINTS, resamples: int = RESAMPLES,
              train_episodes: int = TRAIN_EPISODES, timing_runs: int = 5, seed: int = 0, progress: bool = True) -> dict[str, Any]:
@@ -354,17 +371,16 @@ def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, policies: Sequence[str]
     fitted: dict[str, Any] = {}
     cells: list[dict[str, Any]] = []
     timing_predictors, timing_points = None, None
+    labels: list[str] = []
     for task_set in task_sets:
         start = time.perf_counter()
-        config = EnvConfig(task_set=task_set)
-        if suite_meta(task_set, "train")["n_nodes"] != config.n_nodes:
-            raise ValueError(f"the {task_set} suite was drawn for {suite_meta(task_set, 'train')['n_nodes']} nodes, "
-                             f"the default EnvConfig has {config.n_nodes}")
+        config, workloads, source = _evaluation_workloads(task_set, roots, episodes)
         probes, train_points = train_probes(task_set, policies, train_episodes, config.n_nodes)
+        task_set = config.task_set_name  # a bank file is labelled by its name from here on
+        labels.append(task_set)
         fitted[task_set] = {name: probe.parameters() for name, probe in probes.items()}
         row_predictors = {row: predictors[row] if row in predictors else probes[row] for row in rows}
-        ids = [(task_set, r, e) for r in range(roots) for e in range(episodes)]
-        workloads = [load_suite(task_set, "train", r, e) for _, r, e in ids]
+        ids = [(task_set, r, e) for r, e in source]
         counts[task_set] = {"train_points": train_points}
         scored, predictions = {}, {}
         for policy in policies:
@@ -384,7 +400,7 @@ def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, policies: Sequence[str]
         import torch
 
         threads = torch.get_num_threads()
-    return {"suite": "prediction", "task_sets": list(task_sets), "policies": list(policies), "rows": list(rows), "cap": CAP,
+    return {"suite": "prediction", "task_sets": labels, "task_set_sources": list(task_sets), "policies": list(policies), "rows": list(rows), "cap": CAP,
             "buckets": [{"label": label, "min_reports": lo, "max_reports": None if math.isinf(hi) else int(hi)} for label, lo, hi in BUCKETS],
             "roots": roots, "episodes": episodes, "max_points": max_points, "resamples": resamples, "calibration_bins": CALIBRATION_BINS,
             "train_episodes": train_episodes, "probe_seed": PROBE_SEED, "seed": seed, "counts": counts, "probes": fitted,
@@ -575,7 +591,8 @@ def main(argv: Sequence[str] = ()) -> int:
     parser.add_argument("--max-points", type=int, default=None,
                         help=f"scored points per task set and policy, a seeded subsample (default {MAX_POINTS:,}; 0 = every point)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the subsample and the bootstrap")
-    parser.add_argument("--task-sets", nargs="+", default=list(SUITE_TASK_SETS), choices=SUITE_TASK_SETS, help="default: all")
+    parser.add_argument("--task-sets", "--task-set", nargs="+", default=list(SUITE_TASK_SETS),
+                        help=f"built-in task sets ({', '.join(SUITE_TASK_SETS)}; default: all) or bank files made by python -m core_env.curves import")
     parser.add_argument("--resamples", type=int, default=None, help=f"bootstrap resamples of episodes (default {RESAMPLES})")
     parser.add_argument("--timing-runs", type=int, default=None, help="runs of the predict timing (median; default 5, 0 = skip)")
     args = parser.parse_args(argv)

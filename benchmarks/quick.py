@@ -9,7 +9,10 @@ labelled with the environment version they were trained on. The last column is t
 ceiling gap a row closes on id/train, 100 · (row − EDF) / (MILP − EDF). ``--rows`` chooses the rows
 (shipped or third-party ``module.path:attr``; default: every row of :data:`AGENTS`). ``--task-set BANK.npz`` replaces id/train
 with ``NAME/train`` on a bank file of your own curves (eval split, drawn by the suites' seeding scheme:
-the episodes of ``python -m core_env.suites generate --task-set BANK.npz``; the MILP is solved per episode). Results go to ``OUT/quick.json`` (summary, per-episode records,
+the episodes of ``python -m core_env.suites generate --task-set BANK.npz``; the MILP is solved per episode).
+``--trace TRACE.csv [--trace-layout L] [--step-seconds S]`` replaces it with ``TRACE/NAME``: the trace
+replayed on the task set (``--task-set``, default id), each root's episodes drawing the missing fields
+as the suites' trace cells do (:meth:`benchmarks.cells.Cell.trace_workloads`); the MILP is solved. Results go to ``OUT/quick.json`` (summary, per-episode records,
 environment version and suite checksums) and ``OUT/quick.csv`` (per episode); OUT defaults to
 ``benchmarks/results`` and nothing is written elsewhere.
 """
@@ -19,15 +22,17 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks import add_out, markdown_table, write_results
+from benchmarks import add_out, add_trace, markdown_table, write_results
+from benchmarks.cells import Cell
 from benchmarks.rollout import run_agent
 from core_env.config import EnvConfig
-from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, Workload, draw_workload, load_suite, stress_workload, suite_ceiling_rates, suite_rng
+from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, Workload, load_suite, stress_workload, suite_ceiling_rates
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 from benchmarks.agents import QUICK_ROWS, make_agent
 
@@ -37,16 +42,25 @@ MILP = "MILP ceiling"
 EPISODE_COLUMNS = ("completion_rate", "completed", "arrived", "failed", "rejected", "node_utilization", "wasted_node_steps", "conflicts", "invalid_actions")
 
 
-def scenarios(roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, task_set: str | None = None) -> dict[str, tuple[EnvConfig, list[Workload], list[tuple[int, int]]]]:
+def main_cells(roots: int, episodes: int, task_set: str | None = None, trace: tuple[tuple[str, Any], ...] = ()) -> list[Cell]:
+    """The benchmark cells (one per root, row ``edf``) whose workloads make the first scenario: ``task_set``
+    (a bank file, or with a trace a built-in name too; default id) at the training load, replaying ``trace``
+    (:attr:`benchmarks.cells.Cell.trace`) if given."""
+    return [Cell("edf", task_set or "id", "train", root=r, episodes=episodes, trace=trace) for r in range(roots)]
+
+
+def scenarios(roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, task_set: str | None = None,
+              trace: tuple[tuple[str, Any], ...] = ()) -> dict[str, tuple[EnvConfig, list[Workload], list[tuple[int, int]]]]:
     """Each scenario's config, workloads and the (evaluation root, episode) of every workload (the first
-    scenario is id/train, or ``NAME/train`` on the bank file ``task_set``)."""
+    scenario is id/train, ``NAME/train`` on the bank file ``task_set``, or ``TRACE/NAME`` replaying
+    ``trace``: the cells' workloads, :meth:`benchmarks.cells.Cell.workloads`)."""
     cells = [(r, e) for r in range(roots) for e in range(episodes)]
-    if task_set is not None:
-        config = EnvConfig(task_set=task_set)
-        name, bank, reference = config.task_set_name, config.bank("eval"), config.bank("train")
-        workloads = [draw_workload(bank, config.arrival_intensity, config.arrival_steps, suite_rng(name, "train", r, e), config.recipe,
-                                   config.n_nodes, reference) for r, e in cells]
-        first = (f"{name}/train", (config, workloads, cells))
+    if task_set is not None or trace:
+        roots_cells = main_cells(roots, episodes, task_set, trace)
+        config = roots_cells[0].config()
+        workloads = [w for cell in roots_cells for w in cell.workloads()]
+        name = f"{Path(dict(trace)['path']).stem}/{config.task_set_name}" if trace else f"{config.task_set_name}/train"
+        first = (name, (config, workloads, cells))
     else:
         config = EnvConfig()
         first = ("id/train", (config, [load_suite("id", "train", r, e) for r, e in cells], cells))
@@ -69,9 +83,9 @@ def summarize(rates: np.ndarray, cells: Sequence[tuple[int, int]]) -> dict[str, 
 
 
 def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, seed: int = 0,
-             task_set: str | None = None) -> dict[str, Any]:
+             task_set: str | None = None, trace: tuple[tuple[str, Any], ...] = ()) -> dict[str, Any]:
     """Run ``agents`` (rows of :func:`benchmarks.agents.make_agent`; ``random`` seeded with ``seed``) on every scenario
-    (``task_set``: a bank file in place of id, see :func:`scenarios`).
+    (``task_set``: a bank file in place of id; ``trace``: a replayed job trace; see :func:`scenarios`).
 
     Returns:
         ``{"summary": {row: {scenario: {"mean", "sd"}}}, "episodes": [per-episode records]}`` with a row
@@ -79,7 +93,7 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
     """
     summary: dict[str, dict[str, dict[str, float]]] = {}
     records: list[dict[str, Any]] = []
-    cases = scenarios(roots, episodes, task_set)
+    cases = scenarios(roots, episodes, task_set, trace)
     main = next(iter(cases))
     bounds = {scenario: independent_feasibility_bounds(workloads) for scenario, (_, workloads, _) in cases.items()}
     for name in tqdm(agents, desc="quick", unit="agent", leave=False):
@@ -94,7 +108,7 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
                 record["feasibility_bound"] = float(bounds[scenario][i])
                 records.append(record)
     solved = lambda case: np.array([milp_ceiling(w, case[0].n_nodes).rate for w in case[1]])  # noqa: E731
-    milp = {main: solved(cases[main]) if task_set is not None else suite_ceiling_rates("id", "train", cases[main][2]),
+    milp = {main: solved(cases[main]) if task_set is not None or trace else suite_ceiling_rates("id", "train", cases[main][2]),
             "stress": np.array([milp_ceiling(w, cases["stress"][0].n_nodes).rate for w in cases["stress"][1]])}
     summary[MILP] = {scenario: summarize(milp[scenario], cells) for scenario, (_, _, cells) in cases.items()}
     summary[BOUND] = {scenario: summarize(bounds[scenario], cells) for scenario, (_, _, cells) in cases.items()}
@@ -122,28 +136,37 @@ def main(argv: Sequence[str] = ()) -> int:
     parser.add_argument("--rows", nargs="+", default=list(AGENTS), help="rows, shipped or third-party module.path:attr (default: all shipped quick rows)")
     parser.add_argument("--roots", type=int, default=SUITE_ROOTS, help=f"evaluation roots (default {SUITE_ROOTS})")
     parser.add_argument("--episodes", type=int, default=SUITE_EPISODES, help=f"episodes per root (default {SUITE_EPISODES})")
-    parser.add_argument("--task-set", default=None, metavar="BANK.npz", help="a bank file of your own curves in place of id (NAME/train)")
+    parser.add_argument("--task-set", default=None, metavar="BANK.npz",
+                        help="a bank file of your own curves in place of id (NAME/train); with --trace, the task set it replays on")
+    add_trace(parser)
     add_out(parser)
     args = parser.parse_args(argv)
+    from benchmarks.paper import specs, trace_scenarios
     from benchmarks.report import commit
     from core_env.workload import suite_meta, suite_sha256
 
     start = time.perf_counter()
     if not 1 <= args.roots <= SUITE_ROOTS or not 1 <= args.episodes <= SUITE_EPISODES:
         parser.error(f"--roots must be in 1..{SUITE_ROOTS} and --episodes in 1..{SUITE_EPISODES}")
-    banks = {}
-    if args.task_set is not None:
-        try:
-            config = EnvConfig(task_set=args.task_set)
-        except ValueError as exc:
-            parser.error(str(exc))
+    banks, traces, trace = {}, {}, ()
+    try:
+        if args.trace is not None:
+            (scenario,) = trace_scenarios(specs()["diagnostics"], args.trace, args.trace_layout, args.step_seconds, args.task_set or "id")
+            trace = scenario.trace
+        config = main_cells(1, 1, args.task_set, trace)[0].config()
+    except ValueError as exc:
+        parser.error(str(exc))
+    if config.bank_path is not None:
         banks = {config.task_set_name: {"path": config.bank_path, "sha256": config.bank_sha256}}
-    result = evaluate(list(dict.fromkeys(args.rows)), roots=args.roots, episodes=args.episodes, seed=args.seed, task_set=args.task_set)
+    if trace:
+        traces = {scenario.name: {**main_cells(1, 1, args.task_set, trace)[0].trace_record(), "max_cycles": config.max_cycles}}
+    drawn = bool(banks or traces)
+    result = evaluate(list(dict.fromkeys(args.rows)), roots=args.roots, episodes=args.episodes, seed=args.seed, task_set=args.task_set, trace=trace)
     wall = time.perf_counter() - start
     print(table(result["summary"], args.roots))
     payload = {"suite": "quick", "command": "python -m benchmarks quick " + " ".join(argv), "commit": commit(), "env_version": suite_meta("id", "train")["env"],
-               "suite_sha256": {} if banks else {"id/train": suite_sha256("id", "train")}, "banks": banks,
-               "recipe": (EnvConfig(task_set=args.task_set).recipe.as_dict() if banks else suite_meta("id", "train")["recipe"]), "wall_s": wall, "roots": args.roots, "episodes_per_root": args.episodes, **result}
+               "suite_sha256": {} if drawn else {"id/train": suite_sha256("id", "train")}, "banks": banks, "traces": traces,
+               "recipe": (config.recipe.as_dict() if drawn else suite_meta("id", "train")["recipe"]), "wall_s": wall, "roots": args.roots, "episodes_per_root": args.episodes, **result}
     paths = write_results("quick", payload, result["episodes"], out=args.out)
     print(f"\nwall time {wall:.1f} s; wrote {', '.join(str(p) for p in paths)}")
     return 0

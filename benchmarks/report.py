@@ -1,12 +1,16 @@
 """Run a cell-based suite (:mod:`benchmarks.paper`) and write its outputs: JSON, CSV, Markdown, PNG.
 
 ``python -m benchmarks SUITE [--workers W] [--backend process|ray] [--address A] [--rows R ...]
-[--roots R] [--episodes E] [--task-set BANK.npz] [--out DIR]`` for SUITE in paper, stress, diagnostics,
-shaping, falsifier, scale. ``--task-set`` runs the suite's scenarios on a bank file of your own curves
-(:func:`benchmarks.paper.bank_scenarios`; every suite but ``stress``). Outputs go to ``DIR/SUITE/``
+[--roots R] [--episodes E] [--task-set BANK.npz] [--trace TRACE.csv [--trace-layout L] [--step-seconds S]]
+[--out DIR]`` for SUITE in paper, stress, diagnostics, shaping, falsifier, scale. ``--task-set`` runs the
+suite's scenarios on a bank file of your own curves (:func:`benchmarks.paper.bank_scenarios`; every suite
+but ``stress``). ``--trace`` replays a CSV job trace on the task set (``--task-set``, a bank file or a
+built-in name, default ``id``; :func:`benchmarks.paper.trace_scenarios`): columns ``TRACE/TASK_SET``, root
+``r`` episode ``e`` the trace with its missing fields drawn by the generator ``[seed, crc32(trace sha256),
+r, e]``, ``max_cycles`` raised to the trace's horizon. Outputs go to ``DIR/SUITE/``
 (default ``benchmarks/results/SUITE/``; nothing is written elsewhere): ``SUITE.json`` (summary,
 differences, missing rows, command, commit, environment version, the sha256 of every committed suite
-file used, each bank file's path and sha256, each scenario's task recipe, each row's identity,
+file used, each bank file's path and sha256, each trace's path, sha256, layout and step_seconds, each scenario's task recipe, each row's identity,
 machine, wall time),
 ``SUITE.csv`` (one line per episode), ``SUITE.md`` (the tables) and the suite's figures, each written
 atomically after every cell has run (a failed run leaves the previous outputs as they were). Cells are
@@ -32,11 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks import RESULTS_DIR, figure_png, markdown_table, write_atomic, write_atomic_bytes
+from benchmarks import RESULTS_DIR, add_trace, figure_png, markdown_table, write_atomic, write_atomic_bytes
 from benchmarks.agents import is_external, trained_on, weights_id
 from benchmarks.ceiling_cells import MILP
 from benchmarks.cells import EPISODE_STATS, CellStore, run_cells
-from benchmarks.paper import BOUND, SuiteSpec, for_task_set, rows_to_run, specs, summarize
+from benchmarks.paper import BOUND, SuiteSpec, for_task_set, for_trace, rows_to_run, specs, summarize
 from core_env import features
 from core_env.config import EnvConfig
 from core_env.sim import Simulator
@@ -58,24 +62,29 @@ def commit() -> str:
 
 def provenance(spec: SuiteSpec, rows: Sequence[str]) -> dict[str, Any]:
     """What makes two users' numbers comparable: env version, suite files' sha256, each row's identity, the
-    task recipe of each scenario and, for scenarios on a bank file, the file's name, path and sha256."""
+    task recipe of each scenario, for scenarios on a bank file the file's name, path and sha256, and for
+    scenarios replaying a trace its path, sha256, layout, step_seconds and the episodes' ``max_cycles``."""
     from benchmarks.cells import Cell
     from core_env.config import LOADS
     from core_env.workload import SUITE_TASK_SETS, suite_meta, suite_sha256
 
-    suites, banks, recipes = {}, {}, {}
+    suites, banks, recipes, traces = {}, {}, {}, {}
     for s in spec.scenarios:
-        if s.task_set in SUITE_TASK_SETS and isinstance(s.load, str) and s.load in LOADS and f"{s.task_set}/{s.load}" not in suites:
+        suite = not s.trace and s.task_set in SUITE_TASK_SETS and isinstance(s.load, str) and s.load in LOADS
+        if suite and f"{s.task_set}/{s.load}" not in suites:
             suites[f"{s.task_set}/{s.load}"] = suite_sha256(s.task_set, s.load)
-        config = Cell("edf", s.task_set, s.load, env=s.env).config()
+        cell = Cell("edf", s.task_set, s.load, env=s.env, trace=s.trace)
+        config = cell.config()
         if config.bank_path is not None:
             banks[config.task_set_name] = {"path": config.bank_path, "sha256": config.bank_sha256}
-        committed = s.task_set in SUITE_TASK_SETS and isinstance(s.load, str) and s.load in LOADS and config.n_nodes == suite_meta(s.task_set, s.load)["n_nodes"]
+        if s.trace:
+            traces[s.name] = {**cell.trace_record(), "max_cycles": config.max_cycles}
+        committed = suite and config.n_nodes == suite_meta(s.task_set, s.load)["n_nodes"]
         recipes[s.name] = suite_meta(s.task_set, s.load)["recipe"] if committed else (None if s.task_set == "stress" else config.recipe.as_dict())
     env = suite_meta(SUITE_TASK_SETS[0], "train")["env"]
     agents = {row: {"weights_or_source_sha256": weights_id(row, seed) if weights_id(row, seed) else None, **({"trained_on": trained_on(row, seed)} if trained_on(row, seed) else {})}
               for row in rows for seed in (0,)}
-    return {"env_version": env, "suite_sha256": suites, "banks": banks, "recipe": recipes, "agents": agents}
+    return {"env_version": env, "suite_sha256": suites, "banks": banks, "traces": traces, "recipe": recipes, "agents": agents}
 
 
 def run_suite(spec: SuiteSpec, out: Path = RESULTS_DIR, rows: Sequence[str] | None = None, workers: int = 1, backend: str = "process",
@@ -300,13 +309,17 @@ def main_for(name: str):
         parser.add_argument("--cached-only", action="store_true", help="summarise the cached cells only; list the rest as not computed")
         parser.add_argument("--task-set", default=None, metavar="BANK.npz",
                             help="run the suite's scenarios on a bank file (python -m core_env.curves import ...) instead of the built-in "
-                                 "task sets: columns BANK/train (and the suite's heavier loads), eval runs drawn by the suites' seeding scheme")
+                                 "task sets: columns BANK/train (and the suite's heavier loads), eval runs drawn by the suites' seeding scheme; "
+                                 "with --trace, the task set the trace replays on (a bank file or a built-in name; default id)")
+        add_trace(parser)
         args = parser.parse_args(argv)
-        if args.task_set is not None:
-            try:
+        try:
+            if args.trace is not None:
+                spec = for_trace(spec, args.trace, args.trace_layout, args.step_seconds, args.task_set or "id")
+            elif args.task_set is not None:
                 spec = for_task_set(spec, args.task_set)
-            except ValueError as exc:
-                parser.error(str(exc))
+        except ValueError as exc:
+            parser.error(str(exc))
         scenarios = spec.scenarios
         if args.scenarios:
             unknown = sorted(set(args.scenarios) - {s.name for s in scenarios})

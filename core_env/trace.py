@@ -306,6 +306,40 @@ def read_trace(path: str | os.PathLike, layout: str = "generic", step_seconds: f
                  family=np.asarray(family[order], dtype=str), duration=duration[order], extra=extra)
 
 
+#: Steps a replayed episode may run past its last possible deadline before it is truncated (:func:`trace_horizon`).
+HORIZON_MARGIN = 100
+
+
+def trace_horizon(trace: Trace, recipe: TaskRecipe = DEFAULT_RECIPE, margin: int = HORIZON_MARGIN) -> int:
+    """A step count no episode replaying ``trace`` outlasts: the last arrival + the longest deadline window
+    (the trace's own deadlines, or the longest window ``recipe`` can draw, ``ceil(slack_hi · share_hi ·
+    typical_run_steps)``) + ``margin``. A long trace needs ``EnvConfig(max_cycles=...)`` at least this large,
+    or its episodes are truncated before the last tasks arrive or end."""
+    if not isinstance(trace, Trace):
+        raise TypeError(f"trace must be a Trace (from read_trace), got {type(trace).__name__}")
+    drawn = math.ceil(recipe.slack[1] * recipe.budget_share[1] * recipe.typical_run_steps)
+    given = trace.deadline - trace.arrival
+    longest = max(drawn, int(given[trace.deadline >= 0].max(initial=0)))
+    return int(trace.arrival.max()) + longest + int(margin)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_once(path: str, sha256: str, layout: str, step_seconds: float | None) -> Trace:
+    return read_trace(path, layout, step_seconds)
+
+
+def trace_file(path: str | os.PathLike, layout: str = "generic", step_seconds: float | None = None) -> tuple[str, Trace]:
+    """(sha256, :func:`read_trace` of the file) for the trace file at ``path``, read once per file content
+    and options (a changed file is read again)."""
+    from core_env.curves import file_sha256
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ValueError(f"no trace file at {path!r} ({'a directory' if os.path.isdir(path) else 'no such file'})")
+    sha = file_sha256(path)
+    return sha, _read_once(path, sha, layout, step_seconds)
+
+
 @functools.lru_cache(maxsize=32)
 def _family_bank(bank: CurveBank, family: str) -> tuple[CurveBank, np.ndarray]:
     """The curves of one family of ``bank`` as a bank of their own, and their indices in ``bank``."""
@@ -389,5 +423,5 @@ def trace_workload(trace: Trace, bank: CurveBank, rng: np.random.Generator, reci
     return Workload(bank, arrival, deadline, target, rate, curve, demand, int(arrival[-1]) + 1)
 
 
-__all__ = ["LAYOUTS", "MAX_STEP", "Trace", "read_trace", "trace_workload"]
+__all__ = ["HORIZON_MARGIN", "LAYOUTS", "MAX_STEP", "Trace", "read_trace", "trace_file", "trace_horizon", "trace_workload"]
 

@@ -225,7 +225,8 @@ def test_bank_cells_draw_the_generated_suite_and_key_on_the_bank_sha(tmp_path, b
     write_bank(path, import_curves(tmp_path / "tiny.csv", seed=3))
     assert Cell("edf", str(path)).key != before
     builtin = Cell("edf")
-    assert builtin.key == hashlib.sha256(json.dumps([FORMAT, dataclasses.asdict(builtin)], sort_keys=True, default=list).encode()).hexdigest()[:20]
+    fields = {name: value for name, value in dataclasses.asdict(builtin).items() if name != "trace"}  # the fields before traces
+    assert builtin.key == hashlib.sha256(json.dumps([FORMAT, fields], sort_keys=True, default=list).encode()).hexdigest()[:20]
     with pytest.raises(ValueError, match="suite stress has no scenario on a task set"):
         bank_scenarios(specs()["stress"], str(bank))
 
@@ -253,3 +254,108 @@ def test_the_paper_suite_runs_on_a_bank_file_from_the_command_line(bank, tmp_pat
     assert summary["banks"]["my_runs"]["sha256"] == bank_file(bank).sha256 and set(summary["summary"]["edf"]) == {"my_runs/train", "stress"}
     bad = subprocess.run([sys.executable, "-m", "benchmarks", "stress", "--task-set", str(bank)], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "no scenario on a task set" in bad.stderr
+
+
+# ------------------------------------------------------------------------------------ traces
+ARRIVALS = (0, 0, 3, 5, 8, 12, 15, 15, 20, 26)
+
+
+def write_trace(path: Path, arrivals=ARRIVALS, deadlines=None) -> Path:
+    """A generic-layout job trace in steps (``deadlines``: {job index: absolute deadline step})."""
+    deadlines = deadlines or {}
+    with open(path, "w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(["task_id", "arrival", "deadline"])
+        for i, a in enumerate(arrivals):
+            out.writerow([f"job{i}", a, deadlines.get(i, "")])
+    return path
+
+
+def test_the_paper_suite_replays_a_trace_on_a_bank_file_from_the_command_line(bank, tmp_path):
+    from benchmarks.paper import trace_scenarios
+
+    trace = write_trace(tmp_path / "jobs.csv", deadlines={1: 40})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "benchmarks", "paper", "--task-set", str(bank), "--trace", str(trace), "--rows", "edf", "milp",
+               "--roots", "2", "--episodes", "1", "--out", "out"]
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    table = (tmp_path / "out" / "paper" / "paper.md").read_text()
+    assert "| agent | jobs/my_runs |" in table and "\n| edf |" in table and "\n| milp (offline optimum, ceiling) |" in table
+    payload = json.loads((tmp_path / "out" / "paper" / "paper.json").read_text())
+    sha = hashlib.sha256(trace.read_bytes()).hexdigest()
+    assert payload["traces"] == {"jobs/my_runs": {"path": str(trace.resolve()), "sha256": sha, "layout": "generic", "step_seconds": None,
+                                                  "max_cycles": 5000}}
+    assert payload["banks"]["my_runs"]["sha256"] == bank_file(bank).sha256 and payload["suite_sha256"] == {}
+    cells = [json.loads(p.read_text()) for p in (tmp_path / "out" / "cells").glob("*.json")]
+    assert sorted(c["cell"]["agent"] for c in cells) == ["edf", "edf", "milp", "milp"]
+    assert {c["ceiling"] for c in cells if c["cell"]["agent"] == "milp"} == {"solved"}
+    assert all(e["arrived"] == len(ARRIVALS) for c in cells for e in c["episodes"])
+    # the replayed arrivals (and the trace's deadline) are the trace's; each root draws the missing fields anew
+    (scenario,) = trace_scenarios(specs()["paper"], str(trace), task_set=str(bank))
+    first, second = (Cell("edf", scenario.task_set, scenario.load, root=r, episodes=1, trace=scenario.trace).workloads()[0] for r in (0, 1))
+    assert first.arrival.tolist() == list(ARRIVALS) == second.arrival.tolist() and first.deadline[1] == 40
+    assert not np.array_equal(first.target, second.target)
+    assert first.bank.fingerprint == load_bank(bank, "eval").fingerprint
+    # the key follows the trace file's content
+    cell = Cell("edf", scenario.task_set, scenario.load, episodes=1, trace=scenario.trace)
+    before = cell.key
+    write_trace(trace, ARRIVALS[:-1] + (27,))
+    assert cell.key != before and cell.workloads()[0].arrival[-1] == 27
+
+
+def test_a_long_trace_raises_max_cycles_to_its_horizon(tmp_path):
+    from benchmarks.paper import trace_scenarios
+    from core_env.trace import HORIZON_MARGIN, read_trace, trace_horizon
+
+    trace = write_trace(tmp_path / "long.csv", (0, 4000, 9000))
+    (scenario,) = trace_scenarios(specs()["paper"], str(trace))
+    assert scenario.name == "long/id" and scenario.task_set == "id"
+    config = Cell("edf", "id", trace=scenario.trace).config()
+    assert config.max_cycles == trace_horizon(read_trace(trace), config.recipe) == 9000 + 180 + HORIZON_MARGIN
+    with pytest.raises(ValueError, match="no trace file"):
+        trace_scenarios(specs()["paper"], str(tmp_path / "missing.csv"))
+
+
+# ------------------------------------------------------------------------- leakage, calibration on a bank
+def test_the_leakage_audit_runs_on_a_bank_file(bank, tmp_path):
+    from benchmarks import leakage
+
+    assert leakage.main(["--task-set", str(bank), "--loads", "train", "--roots", "2", "--episodes", "1", "--fit-episodes", "2",
+                          "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "leakage.json").read_text())
+    (row,) = result["rows"]
+    assert (row["task_set"], row["load"], row["bank"]) == ("my_runs", "train", {"path": str(bank.resolve()), "sha256": bank_file(bank).sha256})
+    assert set(result["window_factor"]) == {"my_runs"} and 0 <= row["edf"]["mean"] <= row["milp"]["mean"] <= 100
+    assert len(row["per_root"]["edf"]) == 2 and "criteria" not in result  # the criteria are id/train's
+
+
+def test_the_calibration_table_runs_on_a_bank_file(bank, tmp_path):
+    from benchmarks import calibration
+    from benchmarks.cells import bank_suite
+
+    rows = calibration.evaluate([str(bank)], ["train"], roots=2, episodes=1)
+    assert [(r["task_set"], r["load"]) for r in rows] == [("my_runs", "train"), ("stress", "-")]
+    config, workloads, cells = bank_suite(str(bank), "train", 2, 1)
+    assert cells == [(0, 0), (1, 0)] and same(workloads[1], Cell("edf", str(bank), "train", root=1, episodes=1).workloads()[0])
+    assert rows[0]["bank"]["sha256"] == bank_file(bank).sha256 and rows[0]["edf"]["mean"] <= rows[0]["milp"]["mean"]
+
+
+def test_evaluate_runs_an_agent_on_a_bank_file(bank, tmp_path):
+    from benchmarks import evaluate
+
+    payload = evaluate("edf", suite="paper", out=tmp_path, against=("fifo",), scenarios=["my_runs/train"], roots=1, episodes=1, task_set=str(bank))
+    assert set(payload["table"]) == {"edf", "fifo", "milp"} and set(payload["table"]["edf"]) == {"my_runs/train"}
+    assert payload["banks"]["my_runs"]["sha256"] == bank_file(bank).sha256 and "--task-set" in payload["command"]
+
+
+def test_the_prediction_table_runs_on_a_bank_file(bank, tmp_path):
+    from benchmarks import prediction
+
+    result = prediction.evaluate(task_sets=[str(bank)], policies=("edf",), rows=("last_slope", "oracle", "probe: constant"), roots=1,
+                                 episodes=1, max_points=200, resamples=20, train_episodes=1, timing_runs=1, progress=False)
+    name = EnvConfig(task_set=str(bank)).task_set_name
+    assert result["task_sets"] == [name] and result["task_set_sources"] == [str(bank)]
+    pooled = {c["predictor"]: c for c in result["cells"] if c["task_set"] == name and c["bucket"] == "all" and c["policy"] == "all"}
+    assert pooled["oracle"]["mae"] == 0.0 and pooled["last_slope"]["points"] > 0
+    assert name in prediction.table(result)

@@ -402,3 +402,31 @@ def test_train_all_publishes_a_finished_run_under_its_benchmark_name(tmp_path):
     target = publish(run, "mara-seed1", tmp_path / "checkpoints")
     assert target == tmp_path / "checkpoints" / "mara-seed1.pt"
     assert target.read_bytes() == b"weights" and target.with_suffix(".json").read_text() == '{"sha256": "x"}'
+
+
+def test_training_workloads_honour_the_recipe():
+    from core_env.recipe import TaskRecipe
+    from mara_agents.mat.ppo import training_workloads
+
+    tight = TaskRecipe(slack=(1.0, 1.2))
+    drawn = training_workloads(EnvConfig(arrival_steps=60, recipe=tight))(np.random.default_rng(4))
+    expected = draw_workload(bank_for("id", "train"), 0.1, 60, np.random.default_rng(4), tight, n_nodes=4)
+    assert np.array_equal(drawn.deadline, expected.deadline) and np.array_equal(drawn.target, expected.target)
+    default = training_workloads(EnvConfig(arrival_steps=60))(np.random.default_rng(4))
+    assert not np.array_equal(drawn.deadline, default.deadline)
+
+
+def test_resuming_a_state_saved_before_the_recipe_field_means_the_default_recipe(tmp_path):
+    from core_env.recipe import TaskRecipe
+
+    out = tmp_path / "run"
+    cfg = toy_ppo(steps=4 * 32 * 32, rollout=32)
+    first = Trainer(cfg, out, env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True)
+    first.save()
+    state = torch.load(out / STATE_FILE, map_location="cpu", weights_only=True)
+    del state["identity"]["env"]["recipe"]  # as saved before EnvConfig had a recipe
+    torch.save(state, out / STATE_FILE)
+    assert Trainer(cfg, out, env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True).load()
+    other = dataclasses.replace(TOY_CONFIG, recipe=TaskRecipe(slack=(1.0, 1.2)))
+    with pytest.raises(ValueError, match="env.recipe="):
+        Trainer(cfg, out, env_config=other, workload_fn=toy_workload, quiet=True).load()

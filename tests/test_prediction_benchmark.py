@@ -221,6 +221,8 @@ def test_probes_are_fitted_on_train_workloads_not_on_the_evaluation_suite(tiny_r
 
 def test_bad_options_raise_clear_errors():
     with pytest.raises(ValueError, match="task sets"):
+        prediction.evaluate(task_sets=())
+    with pytest.raises(ValueError, match="unknown task_set 'nope'.*bank file"):
         prediction.evaluate(task_sets=("nope",))
     with pytest.raises(ValueError, match="rows"):
         prediction.evaluate(rows=("fm", "crystal ball"))

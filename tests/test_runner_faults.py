@@ -3,7 +3,6 @@ workers, unverified or mislabelled checkpoints."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -29,7 +28,7 @@ VOLATILE = ("wall_s", "decision_ms")  # timings differ between two computations 
 def fake_result(cell: Cell) -> dict:
     """A complete, consistent result of ``cell`` without playing it."""
     episodes = [{name: float(i + 1) for name in EPISODE_STATS} for i in range(expected_episodes(cell))]
-    return {"format": FORMAT, "key": cell.key, "cell": dataclasses.asdict(cell), "episodes": episodes,
+    return {"format": FORMAT, "key": cell.key, "cell": cell.fields(), "episodes": episodes,
             "mean": {name: float(np.mean([e[name] for e in episodes])) for name in EPISODE_STATS},
             "feasibility_bound": 1.0, "decision_ms": 0.0, "wall_s": 0.0}
 

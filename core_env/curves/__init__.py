@@ -96,7 +96,9 @@ def is_bank_path(task_set: Any) -> bool:
     return isinstance(task_set, str) and task_set not in TASK_SETS
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of the file at ``path`` (cached by path, mtime, size and inode: a changed file is hashed again)."""
+    path = Path(path)
     key = str(path)
     stat = path.stat()
     signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
@@ -125,7 +127,7 @@ def bank_file(path: str | os.PathLike) -> BankFile:
     if not given.is_file():
         raise ValueError(f"no bank file at {os.fspath(path)!r} ({'a directory' if given.is_dir() else 'no such file'}); {IMPORT_HINT}")
     resolved = given.resolve()
-    sha = _sha256(resolved)
+    sha = file_sha256(resolved)
     with _LOCK:
         known = _FILES.get((str(resolved), sha))
     if known is not None:
@@ -164,4 +166,4 @@ def bank_file_bank(path: str | os.PathLike, split: str = "train", expect_sha256:
 
 
 __all__ = ["BankFile", "CORPUS_TASK_SETS", "CurveBank", "DIVERGED", "IMPORT_HINT", "LOSS_FLOOR", "NON_LEARNER", "SOURCES", "SPLITS",
-           "bank_file", "bank_file_bank", "bank_for", "is_bank_path"]
+           "bank_file", "bank_file_bank", "bank_for", "file_sha256", "is_bank_path"]

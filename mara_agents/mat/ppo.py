@@ -53,8 +53,8 @@ import torch
 
 from core_env import features
 from core_env.config import EnvConfig
-from core_env.curves import bank_for
 from core_env.npz import write_atomic
+from core_env.recipe import DEFAULT_RECIPE
 from core_env.reward import TeamReward
 from core_env.sim import Simulator
 from core_env.workload import Workload, draw_workload
@@ -142,14 +142,12 @@ class PPOConfig:
 
 
 def training_workloads(config: EnvConfig) -> WorkloadFn:
-    """Seeded workloads of ``config``'s task set on its *train* curves at its load (as ``reset(seed=...)`` draws them)."""
-    if not isinstance(config.task_set, str):
-        bank = config.task_set
-    elif config.task_set == "stress":
+    """Seeded workloads of ``config``'s task set on its *train* curves at its load, by ``config.recipe``
+    (as ``reset(seed=...)`` draws them; a bank file's train split)."""
+    if config.task_set == "stress":
         raise ValueError("the stress scenario is evaluation-only; train on a task set with training curves")
-    else:
-        bank = bank_for(config.task_set, "train", config.curve_source)
-    return lambda rng: draw_workload(bank, config.arrival_intensity, config.arrival_steps, rng, n_nodes=config.n_nodes)
+    bank = config.bank("train")
+    return lambda rng: draw_workload(bank, config.arrival_intensity, config.arrival_steps, rng, config.recipe, n_nodes=config.n_nodes)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -254,6 +252,17 @@ class ValueNormalizer:
 # Checkpoints
 
 
+#: EnvConfig fields added after training states were first saved, with the value a state saved before them
+#: implies (a resumed run that predates ``recipe`` drew its workloads by the default recipe).
+ADDED_ENV_FIELDS = {"recipe": DEFAULT_RECIPE}
+
+
+def saved_env(identity: dict[str, Any]) -> dict[str, Any]:
+    """The ``env`` part of a saved training identity, with fields it predates (:data:`ADDED_ENV_FIELDS`) at their implied values."""
+    implied = {name: json.loads(json.dumps(dataclasses.asdict(value), default=str)) for name, value in ADDED_ENV_FIELDS.items()}
+    return {**implied, **identity}
+
+
 def env_summary(config: EnvConfig) -> dict[str, Any]:
     """JSON-able description of an EnvConfig (a custom CurveBank is named by its name)."""
     out = dataclasses.asdict(config)
@@ -331,10 +340,11 @@ class Trainer:
         if state.get("format") != STATE_FORMAT:
             raise ValueError(f"{path} is not a MAT training state (format {state.get('format')!r}, expected {STATE_FORMAT!r})")
         mine = json.loads(json.dumps(self._identity(), default=str))
+        saved = {**state["identity"], "env": saved_env(state["identity"]["env"])}
         for part in ("ppo", "model", "env"):
-            for key in sorted(set(mine[part]) | set(state["identity"][part])):
-                if mine[part].get(key) != state["identity"][part].get(key):
-                    raise ValueError(f"{path} was trained with {part}.{key}={state['identity'][part].get(key)!r}, this run has "
+            for key in sorted(set(mine[part]) | set(saved[part])):
+                if mine[part].get(key) != saved[part].get(key):
+                    raise ValueError(f"{path} was trained with {part}.{key}={saved[part].get(key)!r}, this run has "
                                      f"{mine[part].get(key)!r}: use another --out or the same settings to resume")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
