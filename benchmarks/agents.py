@@ -31,7 +31,7 @@ from mara_agents.heuristics import HEURISTICS
 from mara_agents.protocols import Agent
 
 #: Rows of the quick suite, in table order (learned rows: training seed 0).
-QUICK_ROWS = ("random", "fifo", "edf", "window-edf", "las", "edf-admission", "llf", "slaq", "laira", "lara", "lara-fm", "edf-admission:fm,min_reports=5",
+QUICK_ROWS = ("random", "fifo", "edf", "window-edf", "target-edf", "las", "edf-admission", "llf", "slaq", "laira", "lara", "lara-fm", "edf-admission:fm,min_reports=5",
               "mara-wls", "mara",
               "edf-admission:oracle", "llf:oracle", "laira:oracle", "lara:oracle", "clairvoyant")
 

@@ -38,8 +38,12 @@ HEAVY_LOADS = ("x1.25", "x1.5", "x2")
 
 #: The allocator the learned rows were warm-started from (``--teacher`` of the shipped checkpoints).
 TEACHER = "edf-admission:fm,min_reports=5"
-PAPER_ROWS = ("fifo", "edf", "window-edf", "edf-admission", TEACHER, "llf", "slaq", "las", "lara", "lara-fm", "laira", "ppo-tianshou", "mat", "mara-wls",
+PAPER_ROWS = ("fifo", "edf", "window-edf", "target-edf", "edf-admission", TEACHER, "llf", "slaq", "las", "lara", "lara-fm", "laira", "ppo-tianshou", "mat", "mara-wls",
               "mara-sparse", "mara", "clairvoyant", MILP)
+#: Leak probes (no loss values seen): a curve-aware row's own margin is the one beyond the better probe.
+PROBES = ("window-edf", "target-edf")
+#: Curve-aware fixed rows paired with the best probe (learned and third-party rows are too).
+CURVE_AWARE = ("lara", "lara-fm", TEACHER)
 #: The baseline of the "share of the EDF → ceiling gap closed" column.
 GAP_BASE = "edf"
 #: The differences every suite reports where both rows ran: (row A, row B), A − B.
@@ -100,12 +104,12 @@ def specs() -> dict[str, SuiteSpec]:
     train = tuple(Scenario(f"{t}/train", t) for t in TASK_SETS)
     heavy = tuple(Scenario(f"{t}/{load}", t, load, seeds=HEAVY_SEEDS) for load in HEAVY_LOADS for t in TASK_SETS)
     id_train = (Scenario("id/train"),)
-    core = ("edf", "window-edf", "lara", "lara-fm", TEACHER, "laira", "mara-wls", "mara", "clairvoyant", MILP)
+    core = ("edf", "window-edf", "target-edf", "lara", "lara-fm", TEACHER, "laira", "mara-wls", "mara", "clairvoyant", MILP)
     return {
         "paper": SuiteSpec("paper", PAPER_ROWS, train + heavy),
         "stress": SuiteSpec("stress", PAPER_ROWS, (Scenario("stress", "stress"),)),
         "diagnostics": SuiteSpec("diagnostics", PAPER_ROWS, id_train),
-        "shaping": SuiteSpec("shaping", ("edf", "window-edf", "mara", "mara-sparse", MILP), train),
+        "shaping": SuiteSpec("shaping", ("edf", "window-edf", "target-edf", "mara", "mara-sparse", MILP), train),
         "falsifier": SuiteSpec("falsifier", core, id_train + (Scenario("id/train, speeds + switch cost", env=FALSIFIER_ENV),)),
         "scale": SuiteSpec("scale", core, id_train + tuple(Scenario(f"id, {name}", "id", load, env, seeds=HEAVY_SEEDS) for name, (env, load) in SCALE_ENVS.items())),
     }
@@ -238,18 +242,23 @@ def summarize(spec: SuiteSpec, results: Sequence[dict[str, Any]], rows: Sequence
             diagnostics[row] = {key: float(np.mean([r["mean"][key] for r in first.values()])) for key in
                                 ("node_utilization", "wasted_node_steps", "switches", "conflicts", "invalid_actions")}
             diagnostics[row]["decision_ms"] = float(np.mean([r["decision_ms"] for r in first.values()]))
-    return {"table": table, "bound": bound, "gap_closed": gap_closed(table), "diagnostics": diagnostics,
+    return {"table": table, "bound": bound, "gap_closed": gap_closed(values, rows, columns), "diagnostics": diagnostics,
             "differences": differences(columns, values, rows, table, compare)}
 
 
-def gap_closed(table: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, float]]:
-    """{row: {column: 100 · (row − EDF) / (milp − EDF)}} where EDF and the ceiling both ran (and differ)."""
+def gap_closed(values, rows: Sequence[str], columns: Sequence[str]) -> dict[str, dict[str, float]]:
+    """{row: {column: 100 · (row − EDF) / (milp − EDF)}} on the roots the row, EDF and the ceiling all ran
+    (seeds averaged within a root), where the ceiling is above EDF."""
     out: dict[str, dict[str, float]] = {}
-    base, ceiling = table.get(GAP_BASE, {}), table.get(MILP, {})
-    for row, cells in table.items():
-        for column, entry in cells.items():
-            if column in base and column in ceiling and ceiling[column]["mean"] > base[column]["mean"]:
-                out.setdefault(row, {})[column] = 100 * (entry["mean"] - base[column]["mean"]) / (ceiling[column]["mean"] - base[column]["mean"])
+    for column in columns:
+        base, ceiling = root_means(values.get((GAP_BASE, column), {})), root_means(values.get((MILP, column), {}))
+        for row in rows:
+            mine = root_means(values.get((row, column), {}))
+            roots = sorted(set(mine) & set(base) & set(ceiling))
+            if roots:
+                b, c, m = (float(np.mean([series[r] for r in roots])) for series in (base, ceiling, mine))
+                if c > b:
+                    out.setdefault(row, {})[column] = 100 * (m - b) / (c - b)
     return out
 
 
@@ -262,12 +271,18 @@ def is_fixed(row: str) -> bool:
     """A row that neither learns nor knows the hidden demand (nor is the ceiling): a candidate best baseline."""
     from benchmarks.agents import is_external
 
-    return not (is_learned(row) or knows_demand(row) or is_external(row) or row == MILP)
+    return not (is_learned(row) or knows_demand(row) or is_external(row) or row in (MILP, "ppo-tianshou"))
 
 
 def best_fixed_row(table: dict[str, dict[str, dict[str, Any]]], column: str) -> str | None:
     """The fixed row (:func:`is_fixed`) with the highest mean completion in ``column``."""
     candidates = [(cells[column]["mean"], row) for row, cells in table.items() if is_fixed(row) and column in cells]
+    return max(candidates)[1] if candidates else None
+
+
+def best_probe(table: dict[str, dict[str, dict[str, Any]]], column: str) -> str | None:
+    """The leak probe (:data:`PROBES`) with the highest mean completion in ``column``."""
+    candidates = [(table[row][column]["mean"], row) for row in PROBES if column in table.get(row, {})]
     return max(candidates)[1] if candidates else None
 
 
@@ -287,13 +302,16 @@ def differences(columns: Sequence[str], values, rows: Sequence[str], table, comp
     out = []
     for column in columns:
         best = best_fixed_row(table, column)
-        extra = [(row, best, True) for row in rows if best is not None and (is_learned(row) or is_external(row))
+        probe = best_probe(table, column)
+        extra = [(row, best, True) for row in rows if best is not None and (is_learned(row) or is_external(row) or row == "ppo-tianshou")
                  and (row, best) not in {(a, b) for a, b, _ in wanted}]
-        for row_a, row_b, against_best in [*wanted, *extra]:
+        probed = [(row, probe, False) for row in rows if probe is not None and row != probe
+                  and (is_learned(row) or is_external(row) or row in CURVE_AWARE)]
+        for row_a, row_b, against_best in dict.fromkeys([*wanted, *extra, *probed]):
             a, b = paired_by_root(values, row_a, row_b, column)
             if a.size >= 2:
                 out.append({"a": row_a, "b": row_b, "scenario": column, "best_fixed": against_best or (row_b == best and not is_fixed(row_a)),
-                            **paired_difference(a, b)})
+                            "best_probe": row_b == probe, **paired_difference(a, b)})
     return out
 
 

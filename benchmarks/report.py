@@ -185,9 +185,9 @@ def tables(payload: dict[str, Any]) -> str:
                                   f"{d['decision_ms']:.2f}") for row, d in diag.items()])]
     if payload["differences"]:
         text += ["", "Paired differences by evaluation root (percentage points; seeds averaged within a root; t-based 95% CI over roots; "
-                 "exact sign-flip p; ★ = against the best row that neither learns nor knows the demand):", "",
+                 "exact sign-flip p; ★ = against the best row that neither learns nor knows the demand; ◆ = against the better leak probe):", "",
                  markdown_table(("difference", "scenario", "mean", "95% CI", "p", "roots"),
-                                [(f"{d['a']} − {d['b']}{' ★' if d.get('best_fixed') else ''}", d["scenario"], f"{d['mean']:+.1f}",
+                                [(f"{d['a']} − {d['b']}{' ★' if d.get('best_fixed') else ''}{' ◆' if d.get('best_probe') else ''}", d["scenario"], f"{d['mean']:+.1f}",
                                   f"[{d['ci_low']:+.1f}, {d['ci_high']:+.1f}]", f"{d['p_value']:.4f}", d["n"]) for d in payload["differences"]])]
     if payload["missing"]:
         text += ["", f"Left out (no shipped checkpoint): {', '.join(payload['missing'])}."]

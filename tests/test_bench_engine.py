@@ -233,3 +233,19 @@ def test_a_failed_report_leaves_the_previous_outputs_as_they_were(tmp_path, monk
     with pytest.raises(RuntimeError, match="rendering failed"):
         report.run_suite(TINY, tmp_path, progress=False)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no output replaced, no temporary left
+
+
+def test_curve_aware_rows_are_paired_with_the_better_probe_and_trained_rows_are_never_the_best_fixed_row():
+    spec = SuiteSpec("paper", ("edf", "window-edf", "target-edf", "lara-fm", "ppo-tianshou", "milp"), (Scenario("id/train"),), roots=3)
+    rates = {"edf": [0.50, 0.52, 0.48], "window-edf": [0.49, 0.50, 0.47], "target-edf": [0.55, 0.56, 0.54],
+             "lara-fm": [0.60, 0.63, 0.62], "ppo-tianshou": [0.70, 0.71, 0.69], "milp": [0.80, 0.80, 0.80]}
+    results = [_result(row, r, v) for row, vs in rates.items() for r, v in enumerate(vs)]
+    summary = summarize(spec, results, spec.rows)
+    pairs = {(d["a"], d["b"]): d for d in summary["differences"]}
+    assert pairs[("lara-fm", "target-edf")]["best_probe"]  # the better of the two probes here
+    assert pairs[("lara-fm", "target-edf")]["mean"] == pytest.approx(100 * (np.mean(rates["lara-fm"]) - np.mean(rates["target-edf"])))
+    assert pairs[("ppo-tianshou", "lara-fm")]["best_fixed"]  # a trained policy is compared with, never taken as, the best fixed row
+    # the gap closed uses the roots the row, EDF and milp all ran: drop lara-fm's root 2 and the share follows
+    partial = summarize(spec, [r for r in results if not (r["cell"]["agent"] == "lara-fm" and r["cell"]["root"] == 2)], spec.rows)
+    expected = 100 * (np.mean([0.60, 0.63]) - np.mean([0.50, 0.52])) / (0.80 - np.mean([0.50, 0.52]))
+    assert partial["gap_closed"]["lara-fm"]["id/train"] == pytest.approx(expected)

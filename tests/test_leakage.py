@@ -62,3 +62,18 @@ def test_calibration_puts_edf_well_below_the_milp_ceiling_and_stress_at_the_ceil
     assert all(heavy[c]["mean"] < train[c]["mean"] for c in ("fifo", "edf", "clairvoyant", "milp"))  # heavier loads lower everyone
     assert stress["fifo"]["mean"] == stress["edf"]["mean"] == 0.0
     assert stress["clairvoyant"]["mean"] == pytest.approx(stress["milp"]["mean"]) == pytest.approx(65.0)
+
+
+def test_target_edf_serves_the_highest_target_first_with_window_edf_admission():
+    from mara_agents.heuristics import TargetEDF
+
+    # A: late deadline, high (easy) target; B: early deadline, low target. EDF serves B, the target probe A.
+    workload = tiny_workload([(0, 30, 0.8, 1.0), (0, 6, 0.5, 1.0)])
+    env, observations, _ = parallel_on(workload, n_nodes=1, n_slots=2)
+    observation, mask = _batch(observations)
+    assert EDF().act(observation, mask).tolist() == [[2]]
+    assert TargetEDF(0.5).act(observation, mask).tolist() == [[1]]
+    # equal targets: the earliest deadline breaks the tie
+    env, observations, _ = parallel_on(tiny_workload([(0, 30, 0.5, 1.0), (0, 6, 0.5, 1.0)]), n_nodes=1, n_slots=2)
+    assert TargetEDF(0.5).act(*_batch(observations)).tolist() == [[2]]
+    assert HEURISTICS["target-edf"] is TargetEDF

@@ -12,8 +12,9 @@ from mara_agents.heuristics.edf import EDF
 from mara_agents.heuristics.fifo import FIFO
 from mara_agents.heuristics.las import LAS
 from mara_agents.heuristics.random import RandomAgent
+from mara_agents.heuristics.target_edf import TargetEDF
 from mara_agents.heuristics.window_edf import WindowEDF
 
-HEURISTICS = {"random": RandomAgent, "fifo": FIFO, "edf": EDF, "las": LAS, "clairvoyant": Clairvoyant, "window-edf": WindowEDF}
+HEURISTICS = {"random": RandomAgent, "fifo": FIFO, "edf": EDF, "las": LAS, "clairvoyant": Clairvoyant, "window-edf": WindowEDF, "target-edf": TargetEDF}
 
-__all__ = ["EDF", "FIFO", "LAS", "HEURISTICS", "Clairvoyant", "PriorityAgent", "RandomAgent", "WindowEDF", "serve_in_order"]
+__all__ = ["EDF", "FIFO", "LAS", "HEURISTICS", "Clairvoyant", "PriorityAgent", "RandomAgent", "TargetEDF", "WindowEDF", "serve_in_order"]
