@@ -272,20 +272,24 @@ def test_sigint_stops_the_runner_and_its_workers_at_once_and_keeps_finished_cell
 
 
 @needs_proc
+def _kill_and_collect(process: subprocess.Popen, workers: set[int]) -> set[int]:
+    """SIGKILL the runner, wait up to 3 s for ``workers`` to go, kill any left over; returns the ones that outlived it."""
+    process.kill()
+    process.wait()
+    left = _wait_gone(workers, 3.0)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
 def test_workers_die_with_a_killed_runner(tmp_path):
     process, _, pids = _start_runner(tmp_path, n=4, quick=0)
+    workers: set[int] = set()
     try:
         _wait_for(lambda: len(_worker_pids(pids)) == 2, 60, "both workers to start a cell", process)
         workers = _worker_pids(pids) | _children(process.pid)
-        process.kill()  # SIGKILL: the runner cleans up nothing
-        process.wait()
-        left = _wait_gone(workers, 3.0)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+        left = _kill_and_collect(process, workers)  # SIGKILL: the runner cleans up nothing
     assert left == set(), f"workers {sorted(left)} outlived the killed runner"
 
 
@@ -308,18 +312,13 @@ time.sleep(60)
 @needs_proc
 def test_the_portable_watchdog_alone_stops_an_orphaned_worker():
     process = subprocess.Popen([sys.executable, "-c", WATCHDOG_SCRIPT], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    started: set[int] = set()
     try:
         worker = int(process.stdout.readline())
+        started.add(worker)
         assert _running(worker)
-        process.kill()
-        process.wait()
-        left = _wait_gone({worker}, 3.0)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+        left = _kill_and_collect(process, started)
     assert left == set(), "the watchdog did not stop the orphaned worker"
 
 

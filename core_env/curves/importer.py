@@ -210,15 +210,9 @@ def _read_csv(path: Path, run_column: str, step_column: str, loss_column: str, f
         raise CurveImportError(f"{path}: the file has a header but no data rows")
     runs, unsorted = [], []
     for run, entry in per_run.items():
-        steps = np.asarray(entry["steps"], dtype=np.int64)
-        lines = np.asarray(entry["lines"], dtype=np.int64)
-        order = np.argsort(steps, kind="stable")
-        if np.any(order != np.arange(order.size)):
-            unsorted.append(run)
-        steps, lines = steps[order], lines[order]
-        dup = np.flatnonzero(steps[1:] == steps[:-1])
-        if dup.size:
-            k = int(dup[0])
+        steps, order, k = _by_step(np.asarray(entry["steps"], dtype=np.int64), run, unsorted)
+        lines = np.asarray(entry["lines"], dtype=np.int64)[order]
+        if k is not None:
             raise CurveImportError(f"{path}: line {lines[k + 1]}: duplicate step {steps[k]} for run {run!r} "
                                    f"(first on line {lines[k]}); each (run, step) may appear once")
         losses = np.asarray(entry["losses"], dtype=np.float64)[order]
@@ -227,6 +221,17 @@ def _read_csv(path: Path, run_column: str, step_column: str, loss_column: str, f
     if blank:
         read.notes.append(f"skipped {_plural(blank, 'blank line')} in {path.name}")
     return read
+
+
+def _by_step(steps: np.ndarray, run: str, unsorted: list[str]) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """(sorted steps, the stable sorting order, index of the first duplicated step or None); ``run`` is
+    appended to ``unsorted`` when the steps were not in order."""
+    order = np.argsort(steps, kind="stable")
+    if np.any(order != np.arange(order.size)):
+        unsorted.append(run)
+    steps = steps[order]
+    dup = np.flatnonzero(steps[1:] == steps[:-1])
+    return steps, order, (int(dup[0]) if dup.size else None)
 
 
 # ---------------------------------------------------------------------------------------------- npz
@@ -442,15 +447,10 @@ def _read_tensorboard(path: Path, tag: str | None) -> _Read:
             runs.append(RawRun(run, family, np.zeros(0, np.int64), np.zeros(0),
                                f"{path}: run {run!r} has no scalar {tag!r} (its scalar tags: {sorted(points)}) and"))
             continue
-        steps = np.array([st for st, _ in points[tag]], dtype=np.int64)
-        losses = np.array([v for _, v in points[tag]], dtype=np.float64)
-        order = np.argsort(steps, kind="stable")
-        if np.any(order != np.arange(order.size)):
-            unsorted.append(run)
-        steps, losses = steps[order], losses[order]
-        dup = np.flatnonzero(steps[1:] == steps[:-1])
-        if dup.size:
-            raise CurveImportError(f"{where}: step {steps[dup[0]]} is logged more than once (a restarted job appends to the "
+        steps, order, k = _by_step(np.array([st for st, _ in points[tag]], dtype=np.int64), run, unsorted)
+        losses = np.array([v for _, v in points[tag]], dtype=np.float64)[order]
+        if k is not None:
+            raise CurveImportError(f"{where}: step {steps[k]} is logged more than once (a restarted job appends to the "
                                    "same run); remove the stale event file or the duplicate steps")
         runs.append(RawRun(run, family, steps, losses, where))
     return _Read(runs, family_source, notes, files=file_info, tag=tag, unsorted=unsorted)
