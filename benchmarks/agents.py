@@ -46,6 +46,11 @@ def is_learned(row: str) -> bool:
     return row in LEARNED
 
 
+def is_trained(row: str) -> bool:
+    """A row whose policy was trained (the MAT variants and the shipped Tianshou PPO policy)."""
+    return is_learned(row) or row == "ppo-tianshou"
+
+
 #: Rows that are ceilings or strong heuristics knowing the hidden demand, not schedulers.
 ORACLE_ROWS = ("clairvoyant", "milp")
 #: In-memory third-party factories (:func:`register`): name -> (factory, fingerprint).

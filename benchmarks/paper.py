@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.agents import LEARNED_SEEDS, available, is_learned, knows_demand
+from benchmarks.agents import LEARNED_SEEDS, available, is_external, is_learned, is_trained, knows_demand
 from benchmarks.ceiling_cells import MILP, has_exact_ceiling
 from benchmarks.cells import Cell
 from benchmarks.stats import paired_difference, root_means, seed_spread
@@ -269,9 +269,7 @@ def _spread(values: np.ndarray) -> dict[str, float]:
 
 def is_fixed(row: str) -> bool:
     """A row that neither learns nor knows the hidden demand (nor is the ceiling): a candidate best baseline."""
-    from benchmarks.agents import is_external
-
-    return not (is_learned(row) or knows_demand(row) or is_external(row) or row in (MILP, "ppo-tianshou"))
+    return not (is_trained(row) or knows_demand(row) or is_external(row) or row == MILP)
 
 
 def best_fixed_row(table: dict[str, dict[str, dict[str, Any]]], column: str) -> str | None:
@@ -296,17 +294,15 @@ def paired_by_root(values, row_a: str, row_b: str, column: str) -> tuple[np.ndar
 def differences(columns: Sequence[str], values, rows: Sequence[str], table, compare: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
     """The paired differences of :data:`DIFFERENCES` and ``compare``, plus each learned or third-party row
     against the best fixed row."""
-    from benchmarks.agents import is_external
-
     wanted = [(a, b, False) for a, b in dict.fromkeys([*DIFFERENCES, *compare]) if a in rows and b in rows]
     out = []
     for column in columns:
         best = best_fixed_row(table, column)
         probe = best_probe(table, column)
-        extra = [(row, best, True) for row in rows if best is not None and (is_learned(row) or is_external(row) or row == "ppo-tianshou")
+        extra = [(row, best, True) for row in rows if best is not None and (is_trained(row) or is_external(row))
                  and (row, best) not in {(a, b) for a, b, _ in wanted}]
         probed = [(row, probe, False) for row in rows if probe is not None and row != probe
-                  and (is_learned(row) or is_external(row) or row in CURVE_AWARE)]
+                  and (is_trained(row) or is_external(row) or row in CURVE_AWARE)]
         for row_a, row_b, against_best in dict.fromkeys([*wanted, *extra, *probed]):
             a, b = paired_by_root(values, row_a, row_b, column)
             if a.size >= 2:

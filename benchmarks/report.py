@@ -82,8 +82,7 @@ def provenance(spec: SuiteSpec, rows: Sequence[str]) -> dict[str, Any]:
         committed = suite and config.n_nodes == suite_meta(s.task_set, s.load)["n_nodes"]
         recipes[s.name] = suite_meta(s.task_set, s.load)["recipe"] if committed else (None if s.task_set == "stress" else config.recipe.as_dict())
     env = suite_meta(SUITE_TASK_SETS[0], "train")["env"]
-    agents = {row: {"weights_or_source_sha256": weights_id(row, seed) if weights_id(row, seed) else None, **({"trained_on": trained_on(row, seed)} if trained_on(row, seed) else {})}
-              for row in rows for seed in (0,)}
+    agents = {row: {"weights_or_source_sha256": weights_id(row), **({"trained_on": trained_on(row)} if trained_on(row) else {})} for row in rows}
     return {"env_version": env, "suite_sha256": suites, "banks": banks, "traces": traces, "recipe": recipes, "agents": agents}
 
 
