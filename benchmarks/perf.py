@@ -1,15 +1,17 @@
 """perf: env-steps/s of every view of core_env, side by side with the API floor (targets: docs/benchmarks.md, Throughput).
 
-Measured: (1) the PettingZoo view ``discrete_core_v1.parallel_env()``, (2) the Gymnasium view
-``gym.make("core_env/DiscreteCoRE-v1").unwrapped``, (3) the batched ``Simulator.step`` at several B,
-alone and with ``features.observations``, and (4) :class:`MinimalParallelEnv`, a ParallelEnv that only
-builds dicts of our shapes and keys. Actions are masked-random (each node picks uniformly among its
-allowed actions); only the environment's own calls (step and reset) are timed, not the action choice.
-An env-step is one step of one environment (all N nodes); the batched rows count only live
-environments. Each rate is the median over five chunks of a measurement (the machine may be busy).
-Also measured: the median time of a PettingZoo ``reset(seed=s)`` (a freshly drawn workload), and each
-agent's decision time: ``act`` per step (B = 1, N = 4, K = 16) over a whole `id` evaluation episode,
-predictions included, with one torch thread. Results go to ``benchmarks/results/perf.json``.
+Measured in one process (run with OMP_NUM_THREADS=1): (1) the PettingZoo view ``discrete_core_v1.parallel_env()``,
+(2) the Gymnasium view ``gym.make("core_env/DiscreteCoRE-v1").unwrapped``, (3) the public vector env
+``DiscreteCoREVectorEnv`` at several B: its full ``step`` (observations, shaped reward, infos; per-node
+and compact observations) and its ``EnvBatch.step`` alone (the compiled dynamics and the shaped reward,
+no observations), and (4) :class:`MinimalParallelEnv`, a ParallelEnv that only builds dicts of our shapes
+and keys (the API floor). Actions are masked-random; only the environment's own calls (step and reset)
+are timed, not the action choice. An env-step is one step of one environment (all N nodes); batched rows
+count only live environments. Each rate is the median over five chunks (the machine may be busy).
+Also: per-step cost at N = 4, 16, 64, 256 (K = 4N), the compile time of the compiled step (cold numba
+cache vs warm), memory per environment, the median time of a seeded ``reset`` (a drawn workload), and
+each agent's decision time (``act`` per step, B = 1, N = 4, K = 16, one `id` episode, one torch thread).
+Results go to ``benchmarks/results/perf.json``.
 """
 
 from __future__ import annotations
@@ -26,16 +28,18 @@ from tqdm import tqdm
 
 from benchmarks import add_out, markdown_table, write_results
 from benchmarks.agents import QUICK_ROWS, make_agent
-from core_env import GYM_ID, discrete_core_v1, features
-from core_env.config import EnvConfig
+from core_env import GYM_ID, discrete_core_v1
 from core_env.episode import EPISODE_KEYS, NODE_KEYS, TEAM_KEYS
 from core_env.parallel import node_name, observation_space
-from core_env.sim import Simulator
+from core_env.vector import DiscreteCoREVectorEnv
 from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, load_suite
 from mara_agents.protocols import REMAINING_DEMAND
 
 BATCH_SIZES = (1, 64, 256)
-TARGET_RATIO, GOAL_RATIO, TARGET_BATCHED = 0.25, 0.5, 250_000  # the throughput targets of docs/benchmarks.md
+SCALE_NODES, SCALE_BATCH = (4, 16, 64, 256), 16
+#: The targets of docs/benchmarks.md: the PettingZoo view at >= 0.5x the API floor's steps/s; the vector env
+#: at B = 256 >= 10x the floor without observations and >= 7x with observations and the shaped reward.
+TARGET_SINGLE, TARGET_BATCHED, TARGET_BATCHED_OBS = 0.5, 10.0, 7.0
 
 #: advances an environment once; returns (env-steps done, seconds spent inside the environment).
 Stepper = Callable[[], tuple[int, float]]
@@ -129,29 +133,32 @@ def gym_stepper(env: gym.Env, rng: np.random.Generator) -> Stepper:
     return step
 
 
-def sim_stepper(batch_size: int, with_observations: bool, rng: np.random.Generator) -> Stepper:
-    """Batched steps on the id/train evaluation workloads (repeated to fill the batch)."""
-    config = EnvConfig()
+def suite_workloads(batch_size: int) -> list:
+    """The id/train evaluation workloads, repeated to fill a batch."""
     suite = [load_suite("id", "train", r, e) for r in range(SUITE_ROOTS) for e in range(SUITE_EPISODES)]
-    workloads = [suite[i % len(suite)] for i in range(batch_size)]
-    sim = Simulator(config, batch_size)
-    sim.reset(workloads)
-    mask = features.action_masks(sim)
+    return [suite[i % len(suite)] for i in range(batch_size)]
+
+
+def vector_stepper(batch_size: int, rng: np.random.Generator, observation: str | None = "per_node", **kwargs: Any) -> Stepper:
+    """Batched steps of the vector env on suite workloads (or seeded draws with ``kwargs``), every env
+    reset together once all are done. ``observation=None``: ``EnvBatch.step`` alone (dynamics and shaped
+    reward, no observations or infos)."""
+    envs = DiscreteCoREVectorEnv(batch_size, "disabled", observation or "per_node", **kwargs)
+    options = None if kwargs else [{"workload": w} for w in suite_workloads(batch_size)]
+    envs.reset(seed=0, options=options)
+    batch = envs.batch
 
     def step() -> tuple[int, float]:
-        nonlocal mask
-        actions = masked_random(mask, rng)
-        live = int(np.count_nonzero(~sim.done))
+        actions = masked_random(envs.action_masks(), rng)
+        live = int(np.count_nonzero(~batch.sim.done))
         start = time.perf_counter()
-        sim.step(actions)
-        if sim.done.all():
-            sim.reset(workloads)
-        if with_observations:
-            _, mask = features.observations(sim, config.history)
-        elapsed = time.perf_counter() - start
-        if not with_observations:
-            mask = features.action_masks(sim)
-        return live, elapsed
+        if observation is None:
+            batch.step(actions)
+        else:
+            envs.step(actions)
+        if batch.sim.done.all():
+            envs.reset(options=options)
+        return live, time.perf_counter() - start
 
     return step
 
@@ -194,11 +201,61 @@ def cases(rng: np.random.Generator) -> dict[str, tuple[str, int, Callable[[], St
         "minimal": ("minimal ParallelEnv (API floor)", 1, lambda: parallel_stepper(MinimalParallelEnv(), rng)),
         "gymnasium": ("Gymnasium gym.make(...).unwrapped", 1, lambda: gym_stepper(gym.make(GYM_ID).unwrapped, rng)),
     }
-    for with_obs in (False, True):
-        view = "Simulator.step + observations" if with_obs else "Simulator.step"
+    for observation, view in ((None, "EnvBatch.step (no observations)"), ("per_node", "vector env step, per-node observations"),
+                              ("compact", "vector env step, compact observations")):
         for b in BATCH_SIZES:
-            table[f"sim{'_obs' if with_obs else ''}_b{b}"] = (view, b, lambda b=b, with_obs=with_obs: sim_stepper(b, with_obs, rng))
+            table[f"vector_{observation or 'none'}_b{b}"] = (view, b, lambda b=b, o=observation: vector_stepper(b, rng, o))
     return table
+
+
+def scale_cases(rng: np.random.Generator) -> dict[str, tuple[str, int, int, Callable[[], Stepper]]]:
+    """Per-step cost at larger N (K = 4N, seeded workloads at the training load): name -> (view, N, B, stepper factory)."""
+    table = {}
+    for n in SCALE_NODES:
+        kwargs = {"n_nodes": n, "n_slots": 4 * n, "arrival_steps": 200}
+        table[f"pettingzoo_n{n}"] = ("PettingZoo parallel_env()", n, 1, lambda kw=kwargs: parallel_stepper(discrete_core_v1.parallel_env(**kw), rng))
+        for observation in ("per_node", "compact"):
+            table[f"vector_{observation}_n{n}"] = (f"vector env, {observation}", n, SCALE_BATCH,
+                                                   lambda kw=kwargs, o=observation: vector_stepper(SCALE_BATCH, rng, o, **kw))
+    return table
+
+
+_COMPILE_PROBE = """
+import time
+start = time.perf_counter()
+import numpy as np
+from core_env import discrete_core_v1
+env = discrete_core_v1.parallel_env()
+env.reset(seed=0, options={"suite": "eval", "root": 0, "episode": 0})
+env.step({a: 0 for a in env.agents})
+print(time.perf_counter() - start)
+"""
+
+
+def compile_seconds() -> dict[str, float]:
+    """Seconds from a fresh interpreter to the first PettingZoo step, with an empty numba cache (the
+    compile) and again with the cache it wrote (every later process)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        run = lambda: float(subprocess.run([sys.executable, "-c", _COMPILE_PROBE], env=env, check=True, capture_output=True, text=True).stdout)  # noqa: E731
+        return {"cold_cache_s": run(), "warm_cache_s": run()}
+
+
+def memory_per_env(batch_size: int = 64) -> dict[str, float]:
+    """Bytes per environment: the vector env's state (id/train suite workloads) and one step's observations."""
+    envs = DiscreteCoREVectorEnv(batch_size, "disabled")
+    envs.reset(options=[{"workload": w} for w in suite_workloads(batch_size)])
+    sim = envs.batch.sim
+    state = sum(v.nbytes for v in vars(sim).values() if isinstance(v, np.ndarray) and v.base is None)
+    per_node = sum(v.nbytes for v in envs._observation().values())
+    envs.observation_kind = "compact"
+    compact = sum(v.nbytes for v in envs._observation().values())
+    return {"state_bytes": state / batch_size, "per_node_observation_bytes": per_node / batch_size, "compact_observation_bytes": compact / batch_size}
 
 
 def decision_times(rows: Sequence[str] = QUICK_ROWS) -> dict[str, dict[str, float]]:
@@ -218,22 +275,20 @@ def decision_times(rows: Sequence[str] = QUICK_ROWS) -> dict[str, dict[str, floa
 
 
 def _decision_times(rows: Sequence[str]) -> dict[str, dict[str, float]]:
-    config = EnvConfig()
     out = {}
     for row in tqdm(rows, desc="decisions", unit="agent", leave=False):
-        agent, sim = make_agent(row), Simulator(config, 1)
-        sim.reset([load_suite("id", "train", 0, 0)])
-        agent.reset(1, sim.N, sim.K)
+        agent, envs = make_agent(row), DiscreteCoREVectorEnv(1, "disabled")
+        observation, _ = envs.reset(options={"workload": load_suite("id", "train", 0, 0)})
+        agent.reset(1, envs.batch.N, envs.batch.K)
         times, feature_times = [], []
-        while not sim.done.all():
-            observation, mask = features.observations(sim, config.history)
-            oracle = {REMAINING_DEMAND: sim.remaining_demand()} if agent.needs_oracle else None
+        while not envs.batch.sim.done.all():
+            oracle = {REMAINING_DEMAND: envs.remaining_demand()} if agent.needs_oracle else None
             before = getattr(agent, "feature_seconds", 0.0)  # MAT agents: time spent rebuilding predictor features
             start = time.perf_counter()
-            actions = agent.act(observation, mask, oracle)
+            actions = agent.act(observation["observation"], observation["action_mask"], oracle)
             times.append(time.perf_counter() - start)
             feature_times.append(getattr(agent, "feature_seconds", 0.0) - before)
-            sim.step(actions)
+            observation, *_ = envs.step(actions)
         out[row] = {"median_ms": 1e3 * float(np.median(times)), "mean_ms": 1e3 * float(np.mean(times)), "decisions": len(times)}
         if any(feature_times):
             out[row]["features_median_ms"] = 1e3 * float(np.median(feature_times))
@@ -243,29 +298,50 @@ def _decision_times(rows: Sequence[str]) -> dict[str, dict[str, float]]:
 
 def run(seconds: float, seed: int = 0) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
-    results = {}
+    results, scale = {}, {}
     for name, (view, batch, factory) in tqdm(cases(rng).items(), desc="perf", unit="case", leave=False):
         results[name] = {"view": view, "B": batch, **measure(factory(), seconds)}
-    ratio = results["pettingzoo"]["env_steps_per_s"] / results["minimal"]["env_steps_per_s"]
-    return {"cases": results, "pettingzoo_over_minimal": ratio, "gymnasium_over_minimal": results["gymnasium"]["env_steps_per_s"] / results["minimal"]["env_steps_per_s"],
-            "reset_seeded_ms": 1e3 * measure_reset(), "decision_ms": decision_times()}
+    for name, (view, n, batch, factory) in tqdm(scale_cases(rng).items(), desc="scale", unit="case", leave=False):
+        scale[name] = {"view": view, "N": n, "K": 4 * n, "B": batch, **measure(factory(), seconds / 2)}
+        scale[name]["us_per_env_step"] = 1e6 / scale[name]["env_steps_per_s"]
+    floor = results["minimal"]["env_steps_per_s"]
+    top = BATCH_SIZES[-1]
+    return {"cases": results, "scale": scale, "pettingzoo_over_minimal": results["pettingzoo"]["env_steps_per_s"] / floor,
+            "gymnasium_over_minimal": results["gymnasium"]["env_steps_per_s"] / floor,
+            "vector_no_obs_over_minimal": results[f"vector_none_b{top}"]["env_steps_per_s"] / floor,
+            "vector_obs_over_minimal": results[f"vector_per_node_b{top}"]["env_steps_per_s"] / floor,
+            "vector_compact_over_minimal": results[f"vector_compact_b{top}"]["env_steps_per_s"] / floor,
+            "compile": compile_seconds(), "memory": memory_per_env(), "reset_seeded_ms": 1e3 * measure_reset(), "decision_ms": decision_times()}
+
+
+def _verdict(value: float, target: float) -> str:
+    return f"{value:.2f}x (target >= {target}x): {'met' if value >= target else 'MISSED'}"
 
 
 def summary(result: dict[str, Any]) -> str:
-    """Markdown: the views' env-steps/s, the throughput targets (docs/benchmarks.md), and every agent's decision time."""
+    """Markdown: the views' env-steps/s, the ratios to the API floor against their targets, the per-N
+    cost, compile time, memory and every agent's decision time."""
     rows = [(c["view"], c["B"], f"{c['env_steps_per_s']:,.0f}") for c in result["cases"].values()]
-    ratio = result["pettingzoo_over_minimal"]
-    batched = result["cases"][f"sim_b{BATCH_SIZES[-1]}"]["env_steps_per_s"]
-    with_obs = result["cases"][f"sim_obs_b{BATCH_SIZES[-1]}"]["env_steps_per_s"]
+    top = BATCH_SIZES[-1]
+    scale_rows = {}
+    for c in result["scale"].values():
+        scale_rows.setdefault((c["N"], c["K"]), {})[c["view"]] = f"{c['us_per_env_step']:,.1f}"
+    views = list(dict.fromkeys(c["view"] for c in result["scale"].values()))
+    compile_, memory = result["compile"], result["memory"]
     lines = [markdown_table(("view", "B", "env-steps/s"), rows), "",
-             f"PettingZoo / minimal = {ratio:.3f} (target >= {TARGET_RATIO}, goal {GOAL_RATIO}): "
-             f"{'met' if ratio >= TARGET_RATIO else 'MISSED (why: docs/benchmarks.md, perf)'}  ",
-             f"Gymnasium / minimal = {result['gymnasium_over_minimal']:.3f}  ",
-             f"Simulator.step at B={BATCH_SIZES[-1]}: {batched:,.0f} env-steps/s (target >= {TARGET_BATCHED:,}): "
-             f"{'met' if batched >= TARGET_BATCHED else 'MISSED'}  ",
-             f"Simulator.step + observations at B={BATCH_SIZES[-1]}: {with_obs:,.0f} env-steps/s (>= {TARGET_BATCHED:,}: "
-             f"{'yes' if with_obs >= TARGET_BATCHED else 'no'})  ",
+             f"PettingZoo / API floor = {_verdict(result['pettingzoo_over_minimal'], TARGET_SINGLE)}  ",
+             f"Gymnasium / API floor = {result['gymnasium_over_minimal']:.2f}x  ",
+             f"EnvBatch.step at B={top} (no observations) / API floor = {_verdict(result['vector_no_obs_over_minimal'], TARGET_BATCHED)}  ",
+             f"vector env step at B={top} (per-node observations, shaped reward, infos) / API floor = "
+             f"{_verdict(result['vector_obs_over_minimal'], TARGET_BATCHED_OBS)}  ",
+             f"vector env step at B={top} (compact observations) / API floor = {result['vector_compact_over_minimal']:.2f}x  ",
+             f"first PettingZoo step of a fresh process: {compile_['cold_cache_s']:.1f} s with an empty numba cache (the compile), "
+             f"{compile_['warm_cache_s']:.2f} s with the cache  ",
+             f"memory per env: state {memory['state_bytes'] / 1024:.1f} KiB; one step's observations {memory['per_node_observation_bytes'] / 1024:.1f} KiB "
+             f"per-node, {memory['compact_observation_bytes'] / 1024:.1f} KiB compact  ",
              f"PettingZoo reset(seed=s), a drawn workload: {result['reset_seeded_ms']:.2f} ms (median)", "",
+             f"Per-step cost, µs per env-step (K = 4N, seeded workloads, vector env at B = {SCALE_BATCH}):", "",
+             markdown_table(("N", "K", *views), [(n, k, *(cells.get(v, "") for v in views)) for (n, k), cells in scale_rows.items()]), "",
              "Decision time: `act` per step, B = 1, N = 4, K = 16, over one `id` episode, predictions included, one torch thread.", "",
              markdown_table(("agent", "decision ms (median)", "decision ms (mean)", "of which: policy / predictor features (median ms)"),
                             [(row, f"{t['median_ms']:.2f}", f"{t['mean_ms']:.2f}",

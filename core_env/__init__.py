@@ -1,6 +1,8 @@
 """core_env: the deadline-constrained discrete-node CoRE-Learning environment.
 
-Importing the package registers the Gymnasium id ``core_env/DiscreteCoRE-v1`` and, where the installed
+Importing the package registers the Gymnasium id ``core_env/DiscreteCoRE-v1`` (``gymnasium.make`` for the
+centralized single env, ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")`` for the
+vector env :class:`core_env.vector.DiscreteCoREVectorEnv`) and, where the installed
 PettingZoo has a registry (>= 1.27), the PettingZoo ids ``core_env/discrete_core-v1`` (parallel and AEC).
 The v0 ids stay registered only to raise :class:`gymnasium.error.DeprecatedEnv` saying why v0 was removed
 (its deadlines gave the hidden demand away) and that v1 replaces it; ``core_env.discrete_core_v0`` raises
@@ -30,7 +32,11 @@ def removed_v0(**kwargs: object) -> None:
 
 def _register() -> None:
     if GYM_ID not in gymnasium.registry:
-        gymnasium.register(GYM_ID, entry_point="core_env.gym_env:DiscreteCoREEnv")
+        # order_enforce / env checker off: gym.make returns the env itself, so env.action_masks() (sb3-contrib) is
+        # reachable (Gymnasium 1.x wrappers do not forward attributes); the env enforces reset-before-step itself
+        # and passes Gymnasium's check_env (tests). gym.make(GYM_ID, disable_env_checker=False) adds the checker.
+        gymnasium.register(GYM_ID, entry_point="core_env.gym_env:DiscreteCoREEnv", vector_entry_point="core_env.vector:DiscreteCoREVectorEnv",
+                           order_enforce=False, disable_env_checker=True)
     if REMOVED_GYM_ID not in gymnasium.registry:
         gymnasium.register(REMOVED_GYM_ID, entry_point="core_env:removed_v0")
     import pettingzoo

@@ -18,10 +18,11 @@ losses use losses clipped to [1e-6, 1e6], so no NaN or inf ever reaches an obser
 (demand, future curve) is encoded. The state (for centralized critics) is the global features plus the
 slot table (3 + K·F floats).
 
-Speed: the simulator keeps a :class:`SlotFeatureTable` for its configured H up to date as slots are
-admitted, served and freed, so an observation only refreshes the time columns; :func:`slot_table` is the
-from-scratch computation (over the full loss histories) used for any other H, and the reference the
-incremental table must match bit for bit.
+Speed: the features are computed from the simulator's arrays by plain loops compiled with numba
+(:func:`shared_row` for the global features and slot table of one environment, :func:`node_row` for a
+node's own features), for any H: the last H losses are read straight from the loss histories. The
+simulator imports none of this; views call :func:`observations`, :func:`shared` or :func:`state` after
+each step.
 """
 
 from __future__ import annotations
@@ -29,21 +30,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numba import njit
 
-from core_env.curves import LOSS_FLOOR
-
-try:  # the clip ufunc itself: np.clip's Python wrapper costs more than the clipping of a small array
-    from numpy._core.umath import clip as _clip
-except ImportError:  # numpy 1.x
-    from numpy.core.umath import clip as _clip
+from core_env import dynamics as _d
 
 if TYPE_CHECKING:
     from core_env.sim import Simulator
 
 OBS_BOUND = 1000.0
 TIME_SCALE = 100.0
-# 0-d array operands: cheaper in a ufunc call than Python scalars (and the same float64 results here).
-_TIME_SCALE, _LOSS_FLOOR, _ZERO, _ONE = np.array(TIME_SCALE), np.array(LOSS_FLOOR), np.array(0.0), np.array(1)
 
 #: Node features at the start of every observation, in order.
 NODE_FEATURE_NAMES = ("node_index", "speed", "last_slot")
@@ -82,205 +77,161 @@ def state_dim(n_slots: int, history: int) -> int:
     return GLOBAL_FEATURES + n_slots * slot_width(history)
 
 
-def _log(loss: np.ndarray) -> np.ndarray:
-    return np.log(np.maximum(loss, LOSS_FLOOR))
+def shared_dim(n_slots: int, history: int) -> int:
+    """Length of the part every node's observation shares: the global features and the slot table."""
+    return GLOBAL_FEATURES + n_slots * slot_width(history)
 
 
-def slot_table(sim: Simulator, history: int) -> np.ndarray:
-    """(B, K, F) float64 per-slot features, computed from scratch (any H)."""
-    B, K = sim.B, sim.K
-    table = np.zeros((B, K, slot_width(history)))
-    present = sim.active
-    reported = present & (sim.steps > 0)
-    t = sim.t[:, None]
-    table[..., PRESENT] = present
-    table[..., AGE] = (t - sim.arrival) / TIME_SCALE
-    table[..., STEPS_TO_DEADLINE] = (sim.deadline - t) / TIME_SCALE
-    table[..., NODE_STEPS] = sim.steps / TIME_SCALE
-    last = _log(sim.last_loss)
-    log_target = _log(sim.target)
-    table[..., LAST_LOG_LOSS] = last
-    table[..., LOG_TARGET] = log_target
-    table[..., LOG_GAP] = last - log_target
-    table[..., LAST_LOG_LOSS : LOG_GAP + 1] *= reported[..., None]
-    table[..., LOG_TARGET] = np.where(present, log_target, 0.0)
-    back = sim.steps[..., None] - 1 - np.arange(history)  # (B, K, H) indices into the history
-    known = (back >= 0) & present[..., None]
-    idx = np.clip(back, 0, sim.max_history - 1)
-    table[..., HISTORY_START : HISTORY_START + history] = np.where(known, _log(np.take_along_axis(sim.history, idx, axis=2)), 0.0)
-    table[..., SERVED_LAST] = sim.served_last & present
-    table[..., AGE : NODE_STEPS + 1] *= present[..., None]
-    return table
+@njit(cache=True)
+def _bounded(value):
+    return min(max(value, -OBS_BOUND), OBS_BOUND)
 
 
-class SlotFeatureTable:
-    """The slot table (and global features) of one simulator for one H, updated as its slots change.
-
-    ``table`` (B, K, F) float64 holds what :func:`slot_table` computes, except the columns that move with
-    the clock or with every step (age, steps to deadline, served last step): :meth:`current` fills those
-    in. The simulator owns one for its configured H and, after updating its own arrays, calls
-    :meth:`admitted`, :meth:`served` and :meth:`freed` for the slots a step changes and :meth:`tick` when
-    its clocks advance. Every value is computed with the same float64 arithmetic as :func:`slot_table` and
-    :func:`global_features` (signed zeros included), so the two agree bit for bit; no feature needs a pass
-    over the loss histories.
-    """
-
-    def __init__(self, sim: Simulator, history: int) -> None:
-        self.sim, self.history = sim, int(history)
-        B, K, N = sim.B, sim.K, sim.N
-        F = self.width = slot_width(self.history)
-        self.table = np.zeros((B, K, F))
-        self._flat = self.table.reshape(-1)
-        self._columns = [self.table.reshape(B * K, F)[:, c] for c in range(F)]  # column c of every slot, flat
-        self._row_start = np.arange(B * K) * F  # flat slot index -> start of its row in _flat
-        self._rows = self.table.reshape(B * K, F)
-        self._time = self.table[..., AGE : STEPS_TO_DEADLINE + 1]
-        self._served = self.table[..., SERVED_LAST]
-        self._clock = np.zeros((B, K, 2), np.int64)  # (t − arrival, deadline − t), advanced by tick()
-        self._clock_sign = np.array([1, -1], np.int64)
-        self._tick = np.broadcast_to(self._clock_sign, (B, K, 2)).copy()
-        self._present2 = np.zeros((B, K, 2))  # present, once per time column
-        self._clock2, self._present2_rows = self._clock.reshape(-1, 2), self._present2.reshape(-1, 2)  # per flat slot
-        # Global features are numerator / denominator, both float64 holding integers: (t, max(T_arrive − t, 0),
-        # active) / (T_arrive, T_arrive, K), the same float64 division as int / int or int / float.
-        self._global_num = np.zeros((B, GLOBAL_FEATURES))
-        self._global_num[:, 1] = sim.horizon - sim.t
-        self._global_den = np.empty((B, GLOBAL_FEATURES))
-        self._global_den[:, :2] = sim.horizon[:, None]
-        self._global_den[:, 2] = K
-        self._global_tick = np.array([1.0, -1.0, 0.0])
-        self._ticks, self._clamp_from = 0, int(sim.arrival_steps.min())  # no T_arrive − t < 0 before then
-        nodes = np.empty((N, 2), np.float32)
-        nodes[:, 0] = np.arange(N) / max(N - 1, 1)
-        nodes[:, 1] = sim.speeds
-        self.node_constants = _clip(nodes, -OBS_BOUND, OBS_BOUND)  # (N, 2) node index and speed, as observed
-        self.slot_codes = (np.arange(K + 1) / K).astype(np.float32)  # node_slot + 1 -> the observed last slot
-        # What admitting each task of the workload writes: present, last log loss and log gap (no report
-        # yet: signed zeros, as slot_table's products with `reported` give) and log target.
-        target = sim._wl["target"].reshape(-1)
-        log_target, log_floor = _log(target), _log(np.zeros(1))
-        self._admit_cols = np.array([PRESENT, LAST_LOG_LOSS, LOG_TARGET, LOG_GAP])
-        self._admit_values = np.empty((target.size, 4))
-        self._admit_values[:, 0] = 1.0
-        self._admit_values[:, 1] = log_floor * 0.0
-        self._admit_values[:, 2] = log_target
-        self._admit_values[:, 3] = (log_floor - log_target) * 0.0
-        # A task is admitted at its arrival step (the simulator admits every due task at once): age 0,
-        # steps to deadline its window.
-        self._admit_clock = np.stack([np.zeros_like(target, np.int64), (sim._wl["deadline"] - sim._wl["arrival"]).reshape(-1)], axis=1)
-        # Freeing a slot maps its features x to x·0 + z: z = −0.0 keeps the sign of x·0 where slot_table
-        # multiplies by `reported` (last log loss, log gap), z = +0.0 gives +0.0 elsewhere.
-        self._row = np.arange(F)
-        self._free_zero = np.zeros(F)
-        self._free_zero[[LAST_LOG_LOSS, LOG_GAP]] = -0.0
-        # Start from the from-scratch table (empty slots are not all +0.0: log-loss features are -0.0).
-        self.table[...] = slot_table(sim, self.history)
-        self._clock[..., 0] = sim.t[:, None] - sim.arrival
-        self._clock[..., 1] = sim.deadline - sim.t[:, None]
-        self._present2[...] = sim.active[..., None]
-
-    def admitted(self, fi: np.ndarray, ti: np.ndarray) -> None:
-        """Empty slots at flat indices ``fi`` received the tasks at flat workload indices ``ti``."""
-        self._flat[self._row_start[fi][:, None] + self._admit_cols] = self._admit_values[ti]
-        self._clock2[fi] = self._admit_clock[ti]
-        self._present2_rows[fi] = 1.0
-        self._global_num[:, 2] = self.sim.n_active
-
-    def freed(self, fi: np.ndarray) -> None:
-        """The slots at flat indices ``fi`` were emptied."""
-        row = self._row_start[fi][:, None] + self._row
-        self._flat[row] = self._flat[row] * 0.0 + self._free_zero
-        self._present2_rows[fi] = 0.0
-        self._global_num[:, 2] = self.sim.n_active
-
-    def tick(self, live: np.ndarray | None = None) -> None:
-        """The clock of every environment (of those where ``live``, a (B,) bool array) advanced by one."""
-        num = self._global_num
-        if live is None:
-            self._clock += self._tick
-            num += self._global_tick
+@njit(cache=True)
+def shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, out):
+    """Env b's global features and slot table into ``out`` (3 + K·F, any float dtype), clipped."""
+    K = slot_flags.shape[2]
+    F = SLOT_BASE + H + 1
+    T = horizon[b]
+    now = t[b]
+    out[0] = _bounded(now / T)
+    out[1] = _bounded(max(T - now, 0.0) / T)
+    out[2] = _bounded(n_active[b] / K)
+    for k in range(K):
+        row = GLOBAL_FEATURES + k * F
+        i = b * K + k
+        if not choices[b, k + 1]:  # an empty slot is all zeros
+            for j in range(F):
+                out[row + j] = 0.0
+            continue
+        steps = ints[i, _d.STEPS]
+        log_target = floats[i, _d.LOG_TARGET]
+        out[row + PRESENT] = 1.0
+        out[row + AGE] = _bounded((now - ints[i, _d.ARRIVAL]) / TIME_SCALE)
+        out[row + STEPS_TO_DEADLINE] = _bounded((ints[i, _d.DEADLINE] - now) / TIME_SCALE)
+        out[row + NODE_STEPS] = _bounded(steps / TIME_SCALE)
+        # log losses need no clipping: losses are floored at LOSS_FLOOR and float64, so |log| < 710 < OBS_BOUND
+        out[row + LOG_TARGET] = log_target
+        if steps > 0:
+            last = log_history[b, k, steps - 1]
+            out[row + LAST_LOG_LOSS] = last
+            out[row + LOG_GAP] = last - log_target
         else:
-            self._clock += self._tick * live[:, None, None]
-            num += self._global_tick * live[:, None]
-        self._ticks += 1
-        if self._ticks > self._clamp_from:
-            np.maximum(num[:, 1], _ZERO, out=num[:, 1])
-
-    def global_features(self) -> np.ndarray:
-        """(B, 3) float64 the global features of the current step."""
-        return self._global_num / self._global_den
-
-    def served(self, fi: np.ndarray, steps: np.ndarray, loss: np.ndarray) -> None:
-        """The slots at flat indices ``fi`` (active) reported ``loss`` and have now had ``steps`` reports."""
-        col = self._columns
-        last = np.log(np.maximum(loss, _LOSS_FLOOR))
-        col[NODE_STEPS][fi] = steps / _TIME_SCALE
-        col[LAST_LOG_LOSS][fi] = last
-        col[LOG_GAP][fi] = last - col[LOG_TARGET][fi]
-        if self.history > 1:
-            self._rows[fi, HISTORY_START + 1 : HISTORY_START + self.history] = self._rows[fi, HISTORY_START : HISTORY_START + self.history - 1]
-        col[HISTORY_START][fi] = last
-
-    def current(self) -> np.ndarray:
-        """(B, K, F) the table, with the time and served-last-step columns of the current step."""
-        sim = self.sim
-        np.multiply(self._clock / _TIME_SCALE, self._present2, out=self._time)
-        self._served[...] = sim.served_last  # a subset of the active slots
-        return self.table
+            out[row + LAST_LOG_LOSS] = 0.0
+            out[row + LOG_GAP] = 0.0
+        for j in range(H):  # the last H reported log losses, most recent first
+            out[row + HISTORY_START + j] = log_history[b, k, steps - 1 - j] if j < steps else 0.0
+        out[row + F - 1] = 1.0 if slot_flags[_d.SERVED_LAST, b, k] else 0.0
 
 
-def global_features(sim: Simulator) -> np.ndarray:
-    """(B, 3) float64, computed from scratch."""
-    horizon = sim.arrival_steps.astype(np.float64)
-    out = np.empty((sim.B, GLOBAL_FEATURES))
-    out[:, 0] = sim.t / horizon
-    out[:, 1] = np.maximum(horizon - sim.t, 0) / horizon
-    out[:, 2] = sim.active.sum(axis=1) / sim.K
+@njit(cache=True)
+def fill_shared(t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, out):
+    """(B, 3 + K·F) the shared part of every environment (the state)."""
+    for b in range(out.shape[0]):
+        shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, out[b])
+
+
+@njit(cache=True)
+def node_row(n, N, K, speeds, node_slot, out):
+    """Node n's own features (node index, speed, last slot) into ``out`` (3,)."""
+    out[0] = n / max(N - 1, 1)
+    out[1] = _bounded(speeds[n])
+    out[2] = (node_slot + 1) / K
+
+
+@njit(cache=True)
+def fill_nodes(speeds, node_slot, K, out):
+    """(B, N, 3) every node's own features."""
+    B, N = node_slot.shape
+    for b in range(B):
+        for n in range(N):
+            node_row(n, N, K, speeds, node_slot[b, n], out[b, n])
+
+
+@njit(cache=True)
+def fill_masks(choices, mask):
+    """(B, N, K + 1) int8 action masks: every node of env b may take the actions ``choices[b]`` allows."""
+    B, N, A = mask.shape
+    for b in range(B):
+        for n in range(N):
+            for a in range(A):
+                mask[b, n, a] = choices[b, a]
+
+
+@njit(cache=True)
+def fill_observations(t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, speeds, node_slot, obs, mask):
+    """(B, N, D) per-node observations (the shared part copied to every node) and (B, N, K + 1) masks."""
+    B, N, D = obs.shape
+    K = slot_flags.shape[2]
+    shared = np.empty(D - NODE_FEATURES, obs.dtype)  # a scratch row: copies from another array need no temporary
+    for b in range(B):
+        shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, shared)
+        for n in range(N):
+            for j in range(D - NODE_FEATURES):
+                obs[b, n, NODE_FEATURES + j] = shared[j]
+            node_row(n, N, K, speeds, node_slot[b, n], obs[b, n])
+    fill_masks(choices, mask)
+
+
+@njit(cache=True)
+def _arrays(i64, f64, b8, layout):
+    """The arrays the features read, from a simulator's packed state."""
+    (ints, env, node_slot, _, _, _, floats, _, _, log_history, speeds, horizon, _, _, _, _, slot_flags, choices, _, _, _) = _d.unpack(i64, f64, b8, layout)
+    return env[_d.T], horizon, env[_d.N_ACTIVE], ints, floats, slot_flags, choices, log_history, speeds, node_slot
+
+
+@njit(cache=True)
+def packed_shared(i64, f64, b8, layout, H, out):
+    t, horizon, n_active, ints, floats, slot_flags, choices, log_history, _, _ = _arrays(i64, f64, b8, layout)
+    fill_shared(t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, out)
+
+
+@njit(cache=True)
+def packed_observations(i64, f64, b8, layout, H, obs, mask):
+    t, horizon, n_active, ints, floats, slot_flags, choices, log_history, speeds, node_slot = _arrays(i64, f64, b8, layout)
+    fill_observations(t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, speeds, node_slot, obs, mask)
+
+
+def shared(sim: Simulator, history: int, dtype=np.float32) -> np.ndarray:
+    """(B, 3 + K·F) the global features and slot table of every environment (what every node's
+    observation shares after its node features), clipped to ±OBS_BOUND."""
+    out = np.empty((sim.B, shared_dim(sim.K, history)), dtype)
+    packed_shared(sim._i64, sim._f64, sim._b8, sim._layout, int(history), out)
     return out
 
 
+def slot_table(sim: Simulator, history: int) -> np.ndarray:
+    """(B, K, F) float64 per-slot features (any H), clipped to ±OBS_BOUND."""
+    return shared(sim, history, np.float64)[:, GLOBAL_FEATURES:].reshape(sim.B, sim.K, slot_width(history))
+
+
+def global_features(sim: Simulator) -> np.ndarray:
+    """(B, 3) float64."""
+    return shared(sim, 0, np.float64)[:, :GLOBAL_FEATURES]
+
+
 def node_features(sim: Simulator) -> np.ndarray:
-    """(B, N, 3) float64."""
-    B, N, K = sim.B, sim.N, sim.K
-    feats = np.empty((B, N, NODE_FEATURES))
-    feats[..., 0] = np.arange(N) / max(N - 1, 1)
-    feats[..., 1] = sim.speeds
-    feats[..., 2] = (sim.node_slot + 1) / K
-    return feats
-
-
-def _shared(sim: Simulator, history: int) -> np.ndarray:
-    """(B, 3 + K·F) float32 global features and slot table, clipped: every node's copy and the state."""
-    B, cache = sim.B, sim.slot_features
-    table = cache.current() if cache is not None and cache.history == history else slot_table(sim, history)
-    out = np.empty((B, GLOBAL_FEATURES + table.shape[1] * table.shape[2]), np.float32)
-    out[:, :GLOBAL_FEATURES] = cache.global_features() if cache is not None else global_features(sim)  # cast on assignment
-    out[:, GLOBAL_FEATURES:] = table.reshape(B, -1)
-    return _clip(out, -OBS_BOUND, OBS_BOUND, out=out)  # float32 rounding is monotonic: clipping commutes with it
+    """(B, N, 3) float32 every node's own features."""
+    out = np.empty((sim.B, sim.N, NODE_FEATURES), np.float32)
+    fill_nodes(sim.speeds, sim.node_slot, sim.K, out)
+    return out
 
 
 def observations(sim: Simulator, history: int) -> tuple[np.ndarray, np.ndarray]:
-    """(B, N, D) float32 observations and (B, N, K+1) int8 action masks."""
-    shared = _shared(sim, history)
-    obs = np.empty((sim.B, sim.N, NODE_FEATURES + shared.shape[1]), dtype=np.float32)
-    obs[..., NODE_FEATURES:] = shared[:, None, :]
-    cache = sim.slot_features
-    if cache is not None:
-        obs[..., :2] = cache.node_constants
-        obs[..., 2] = cache.slot_codes[sim.node_slot + _ONE]  # (k + 1) / K in [0, 1]: nothing to clip
-    else:
-        obs[..., :NODE_FEATURES] = node_features(sim)
-        _clip(obs[..., :NODE_FEATURES], -OBS_BOUND, OBS_BOUND, out=obs[..., :NODE_FEATURES])
-    return obs, action_masks(sim)
+    """(B, N, D) float32 observations and (B, N, K+1) int8 action masks (fresh arrays)."""
+    obs = np.empty((sim.B, sim.N, obs_dim(sim.K, history)), np.float32)
+    mask = np.empty((sim.B, sim.N, sim.K + 1), np.int8)
+    packed_observations(sim._i64, sim._f64, sim._b8, sim._layout, int(history), obs, mask)
+    return obs, mask
 
 
 def action_masks(sim: Simulator) -> np.ndarray:
     """(B, N, K+1) int8: column 0 (idle) is always 1; column k is 1 iff slot k-1 holds an active task."""
     mask = np.empty((sim.B, sim.N, sim.K + 1), dtype=np.int8)
-    mask[...] = sim.action_choices[:, None, :]
+    fill_masks(sim.action_choices, mask)
     return mask
 
 
 def state(sim: Simulator, history: int) -> np.ndarray:
     """(B, 3 + K·F) float32 global state."""
-    return _shared(sim, history)
+    return shared(sim, history)

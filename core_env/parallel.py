@@ -20,6 +20,9 @@ from core_env.render import render
 from core_env.sim import InvalidActionError
 
 
+_PLAIN_INT = {int}
+
+
 def node_name(i: int) -> str:
     return f"node_{i}"
 
@@ -90,6 +93,7 @@ class DiscreteCoREParallelEnv(ParallelEnv):
         try:
             reward = self.episode.step(array)
         except InvalidActionError as error:
+            self._checked_action_array(actions)  # an action outside [0, K]: raise as the checks word it
             raise ValueError(f"{node_name(error.node)}: {error}") from error
         observations, infos = self._observations(), self._infos()
         terminated, truncated = self.episode.terminated, self.episode.truncated
@@ -106,20 +110,24 @@ class DiscreteCoREParallelEnv(ParallelEnv):
     def _action_array(self, actions: Mapping[str, Any]) -> np.ndarray:
         if not isinstance(actions, Mapping):
             raise TypeError(f"actions must be a dict from agent name to action, got {type(actions).__name__}")
-        n_slots = self.config.n_slots
-        if len(actions) == len(self.agents):  # fast path: exactly the live agents, plain ints in range
+        if len(actions) == len(self.agents):  # fast path: exactly the live agents, plain ints (the step checks the range)
             try:
                 values = [actions[a] for a in self.agents]
             except KeyError:
                 values = None
-            if values is not None and all(type(v) is int and 0 <= v <= n_slots for v in values):
+            if values is not None and set(map(type, values)) == _PLAIN_INT:
                 return np.array(values, dtype=np.int64)
+        return self._checked_action_array(actions)
+
+    def _checked_action_array(self, actions: Mapping[str, Any]) -> np.ndarray:
+        """The action array, every agent's action checked (errors name the agent)."""
         missing = [a for a in self.agents if a not in actions]
         if missing:
             raise ValueError(f"missing action for agent(s) {missing}")
         unknown = [a for a in actions if a not in self.agents]
         if unknown:
             raise ValueError(f"actions given for unknown or finished agent(s) {unknown}")
+        n_slots = self.config.n_slots
         return np.array([scalar_action(actions[a], a, n_slots) for a in self.possible_agents], dtype=np.int64)
 
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:

@@ -17,21 +17,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from core_env.features import _clip
+from core_env import dynamics
 from core_env.sim import Simulator, StepOutcome
 
 
-def log_progress(sim: Simulator) -> np.ndarray:
-    """(B, K) φ_k of every slot: 0 for empty slots and tasks without a report."""
-    phi = np.zeros((sim.B, sim.K))
-    flat = sim.flat
-    reported = flat["has_report"].nonzero()[0]  # active & (steps > 0)
-    if reported.size:
-        first = flat["first_loss"][reported]
-        last = flat["last_loss"][reported]
-        target = flat["target"][reported]
-        phi.reshape(-1)[reported] = _clip(np.log(first / last) / np.log(first / target), 0.0, 1.0)
-    return phi
+def potentials(sim: Simulator, kappa: float) -> np.ndarray:
+    """(B,) Φ(s) = κ Σ_k φ_k of every environment (compiled: :func:`core_env.dynamics.potentials`)."""
+    out = np.empty(sim.B)
+    dynamics.potentials(sim._ints, sim._floats, sim._slot_flags, float(kappa), out)
+    return out
 
 
 class TeamReward:
@@ -41,12 +35,11 @@ class TeamReward:
         if mode not in ("shaped", "sparse"):
             raise ValueError(f"unknown reward {mode!r}; expected 'shaped' or 'sparse'")
         self.mode, self.kappa = mode, float(kappa)
-        self._kappa = np.array(self.kappa)  # a 0-d operand is cheaper than a Python float (same product)
         self._potential: np.ndarray | None = None
 
     def potential(self, sim: Simulator) -> np.ndarray:
         """(B,) Φ(s) = κ Σ_k φ_k."""
-        return self._kappa * np.add.reduce(log_progress(sim), axis=1)
+        return potentials(sim, self.kappa)
 
     def reset(self, sim: Simulator) -> None:
         self._potential = self.potential(sim) if self.mode == "shaped" else np.zeros(sim.B)

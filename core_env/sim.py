@@ -18,19 +18,22 @@ One step (docs/env.md, "A step"), for every live environment:
    ``max_cycles``. Finished environments are frozen: later steps leave them unchanged.
 
 A step is all or nothing: every check that can fail (actions, ``strict`` choices, curve lookups) runs
-before the first write, so a step that raises leaves the state (statistics, ``t``, slots, histories,
-features) as it was.
+before the first write, so a step that raises leaves the state (statistics, ``t``, slots, histories)
+as it was.
+
+The rules are implemented once, as compiled loops, in :mod:`core_env.dynamics`; this module owns the
+arrays they work on and the checks and errors around them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 
-from core_env import features
+from core_env import dynamics
 from core_env.config import EnvConfig
+from core_env.dynamics import FLOAT_FIELDS, INT_FIELDS, NEVER, STATS
 from core_env.workload import Workload
 
 
@@ -48,80 +51,72 @@ class InvalidActionError(ValueError):
         self.env, self.node, self.value = env, node, value
 
 
-@dataclasses.dataclass
 class StepOutcome:
-    """What one batched step did (B environments, N nodes, K slots)."""
+    """What one batched step did (B environments, N nodes, K slots): a snapshot, read-only arrays.
 
-    completed: np.ndarray  # (B,) int64 tasks completed this step
-    failed: np.ndarray  # (B,) int64 tasks that missed their deadline this step
-    rejected: np.ndarray  # (B,) int64 arrivals rejected this step (all slots full)
-    conflicts: np.ndarray  # (B, N) bool node lost its choice to a lower-index node
-    invalid: np.ndarray  # (B, N) bool node chose an empty slot
-    served: np.ndarray  # (B, K) bool slot was served this step
-    reported: np.ndarray  # (B, K) float64 loss reported by each served slot (0 where not served)
-    terminated: np.ndarray  # (B,) bool
-    truncated: np.ndarray  # (B,) bool
+    ``completed``, ``failed``, ``rejected`` (B,) int64 tasks completed, failed at their deadline and
+    rejected (all slots full) this step; ``conflicts`` (B, N) bool node lost its choice to a lower-index
+    node; ``invalid`` (B, N) bool node chose an empty slot; ``served`` (B, K) bool slot was served this
+    step; ``reported`` (B, K) float64 loss reported by each served slot (0 where not served);
+    ``terminated``, ``truncated`` (B,) bool. The arrays are views of one copy per dtype, made at the step.
+    """
+
+    __slots__ = ("_counts", "_flags", "_reported", "_ends", "_shape")
+
+    def __init__(self, counts: np.ndarray, flags: np.ndarray, reported: np.ndarray, ends: np.ndarray, shape: tuple[int, int, int]) -> None:
+        self._counts, self._flags, self._reported, self._ends, self._shape = counts, flags, reported, ends, shape
+
+    completed = property(lambda self: self._counts[: self._shape[0]])
+    failed = property(lambda self: self._counts[self._shape[0] : 2 * self._shape[0]])
+    rejected = property(lambda self: self._counts[2 * self._shape[0] :])
+    conflicts = property(lambda self: self._flags[: self._shape[0] * self._shape[1]].reshape(self._shape[:2]))
+    invalid = property(lambda self: self._flags[self._shape[0] * self._shape[1] : 2 * self._shape[0] * self._shape[1]].reshape(self._shape[:2]))
+    served = property(lambda self: self._flags[2 * self._shape[0] * self._shape[1] :].reshape(self._shape[0], self._shape[2]))
+    reported = property(lambda self: self._reported.reshape(self._shape[0], self._shape[2]))
+    terminated = property(lambda self: self._ends[0])
+    truncated = property(lambda self: self._ends[1])
 
 
-_NEVER = np.iinfo(np.int64).max
-#: Batch positions from here on are integrated on the plateau by the simulator itself (the bank's int64
-#: batch index of a position overflows at 2**63).
-_FAR_POSITION = 2.0**62
-# 0-d array operands: cheaper in a ufunc call than Python scalars (and the same result types here).
-_ZERO, _ONE = np.array(0), np.array(1)
 _INT64 = np.dtype(np.int64)
-#: Per-slot fields, stored as the columns of one (B·K, ·) array per dtype, so that admitting a task is
-#: one row copy from a per-task table holding the task's fields and the values a fresh slot starts from.
-#: Each field is an attribute of the simulator, a (B, K) view (and in ``flat``, a (B·K,) view):
-#: ``task`` (workload index), ``arrival``, ``deadline``, ``curve``, ``steps`` (node-steps received),
-#: ``last_node``; ``target``, ``batches_per_step``, ``demand`` (hidden nominal demand from the task's
-#: start: oracles only), ``progress`` (batches trained), ``last_loss``, ``first_loss``; private:
-#: ``_cum_start`` and ``_length`` (the slot's curve in the bank), ``_expiry`` (the deadline of an active
-#: slot, _NEVER for an empty one), ``_integral`` (bank.integral of the curve at ``progress``).
-_INT_FIELDS = ("task", "arrival", "deadline", "curve", "_cum_start", "_length", "_expiry", "steps", "last_node")
-_FLOAT_FIELDS = ("target", "batches_per_step", "demand", "progress", "_integral", "last_loss", "first_loss")
-_EMPTY_INT = (-1, 0, 0, 0, 0, 1, _NEVER, 0, -1)  # the slots at reset
-_EMPTY_FLOAT = (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+#: What an empty slot holds (the slots at reset, in the order of INT_FIELDS and FLOAT_FIELDS).
+_EMPTY_INT = (-1, 0, 0, 0, 0, 1, NEVER, 0, -1)
+_EMPTY_FLOAT = (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
-STATS = ("arrived", "completed", "failed", "rejected", "switches", "busy_node_steps", "wasted_node_steps", "conflicts", "invalid_actions")
-_ARRIVED, _COMPLETED, _FAILED, _REJECTED, _SWITCHES, _BUSY, _WASTED, _CONFLICTS, _INVALID = range(len(STATS))
+
+def _window(workload: Workload) -> int:
+    """The longest deadline window of a workload (1 when it has no task)."""
+    return int(workload.window.max()) if len(workload) else 1
 
 
 class Simulator:
-    """Batched simulator state. Arrays are public for read-only use by views, features and agents.
+    """Batched simulator state (struct of arrays), stepped by the compiled rules of :mod:`core_env.dynamics`.
 
-    Slot arrays have shape (B, K) (the fields listed above _INT_FIELDS); ``task[b, k]`` is the workload
-    index of the task in slot ``k`` (-1 when empty) and ``has_report[b, k]`` whether it is active and has
-    reported a loss; ``flat[name]`` is the (B·K,) view of slot field ``name``. Node arrays have shape
-    (B, N). ``action_choices`` (B, K + 1) says which actions choose a task (column 0, idle, is always
-    True); ``active`` is its view without column 0. ``slot_features`` is the observation's slot table
-    (:class:`core_env.features.SlotFeatureTable`), kept up to date as slots are admitted, served and
-    freed, so that observations cost no pass over the full loss histories.
+    Arrays are public for read-only use by views, observers and agents. Slot fields (INT_FIELDS and
+    FLOAT_FIELDS of :mod:`core_env.dynamics`) are (B, K) attributes: ``task`` (workload index, -1 when
+    empty), ``arrival``, ``deadline``, ``curve``, ``steps`` (node-steps received), ``last_node``;
+    ``target``, ``batches_per_step``, ``demand`` (hidden nominal demand from the task's start: oracles
+    only), ``progress`` (batches trained), ``last_loss``, ``first_loss``, ``log_target`` (log of the target floored
+at LOSS_FLOOR); ``flat[name]`` is the (B·K,)
+    view of field ``name``. They are the columns of one (B·K, ·) table per dtype, so that admitting a
+    task is one row copy from a per-task table. ``has_report[b, k]``: active and has reported a loss;
+    ``served_last``: served in the last step. ``history[b, k, j]`` is the loss the slot's task reported
+at its (j + 1)-th service and ``log_history`` its log (floored at LOSS_FLOOR), as observations show it. Node arrays are (B, N): ``node_slot`` (the slot each node
+    served last step, -1 idle). ``action_choices`` (B, K + 1) says which actions choose a task (column
+    0, idle, is always True); ``active`` is its view without column 0. Per environment: ``t``, ``done``,
+    ``terminated``, ``truncated``, ``next_task``, ``n_active`` and ``stats`` (name -> (B,) counts).
 
-    Implementation: the dynamics address slots by flat index ``b * K + k`` and nodes by ``b * N + n``,
-    with one cheap 1-D gather or scatter per field; work that a step does not need (arrivals, expiries,
-    completions, conflicts, finished environments) is skipped after a cheap check.
+    The simulator imports no observation or reward code: views read its arrays after each step.
     """
 
     def __init__(self, config: EnvConfig, batch_size: int = 1) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.config = config
-        B, N, K = self.B, self.N, self.K = int(batch_size), config.n_nodes, config.n_slots
-        self.speeds = config.speeds
-        self._earlier = np.tril(np.ones((N, N), dtype=bool), -1)  # [i, j]: node j is before node i
-        self._unit_speed = bool(np.all(self.speeds == 1.0))
-        self._speed_of_node = np.tile(self.speeds, B)  # flat node index -> its speed
-        self._k_max = np.array(K, np.uint64)
-        self._action_shape = (B, N)
-        self._choice_base = np.arange(B)[:, None] * (K + 1)  # (B, 1) row starts in the flat action_choices
-        self._env_of_node = np.repeat(np.arange(B), N)  # flat node index -> b
-        self._node_of = np.tile(np.arange(N), B)  # flat node index -> n
-        self._slot_base_of_node = self._env_of_node * K  # flat node index -> b * K
-        self._env_of_slot = np.repeat(np.arange(B), K)  # flat slot index -> b
-        self._choice_of_slot = np.arange(B * K) + self._env_of_slot + 1  # flat slot index -> flat action_choices index
+        self.B, self.N, self.K = int(batch_size), config.n_nodes, config.n_slots
+        self.speeds = np.ascontiguousarray(config.speeds, dtype=np.float64)
+        self._action_shape = (self.B, self.N)
+        self._shape = (self.B, self.N, self.K)
         self.workloads: list[Workload] = []
-        self.slot_features: features.SlotFeatureTable | None = None
 
     # ------------------------------------------------------------------ reset
     def reset(self, workloads: Sequence[Workload]) -> None:
@@ -131,74 +126,143 @@ class Simulator:
         bank = workloads[0].bank
         if any(w.bank is not bank for w in workloads):
             raise ValueError("all workloads of one batch must share one CurveBank")
-        B, K, N = self.B, self.K, self.N
         self.bank = bank
         self.workloads = list(workloads)
-        m = max(1, max(len(w) for w in workloads))
-        self.n_tasks = np.array([len(w) for w in workloads], dtype=np.int64)
-        # Task fields padded to m + 1 columns: column n_tasks[b] of env b is a sentinel (never arrives).
-        pad = {"arrival": _NEVER, "deadline": 0, "target": 1.0, "batches_per_step": 1.0, "curve": 0, "demand": 0.0}
-        self._wl = {}
-        for name, fill in pad.items():
-            arr = np.full((B, m + 1), fill, dtype=np.int64 if name in ("arrival", "deadline", "curve") else np.float64)
-            for b, w in enumerate(workloads):
-                arr[b, : len(w)] = getattr(w, name)
-            self._wl[name] = arr
-        self._wl_flat = {name: arr.reshape(-1) for name, arr in self._wl.items()}
-        self._task_base = np.arange(B) * (m + 1)  # (B,) row starts of the flat task fields
-        wl = self._wl_flat
-        curve = wl["curve"]
-        self._task_ints = np.stack([np.tile(np.arange(m + 1), B), wl["arrival"], wl["deadline"], curve, bank.cum_start[curve],
-                                    bank.lengths[curve], wl["deadline"], np.zeros_like(curve), np.full_like(curve, -1)], axis=1)
-        zero = np.zeros(curve.size)
-        self._task_floats = np.stack([wl["target"], wl["batches_per_step"], wl["demand"], zero, zero, zero, zero], axis=1)
-        self.arrival_steps = np.array([w.arrival_steps for w in workloads], dtype=np.int64)
-        self.horizon = self.arrival_steps.astype(np.float64)
-        window = max((int(w.window.max()) for w in workloads if len(w)), default=1)
-        self.max_history = max(1, window)  # a task is served at most once per step of its window
-        # ... so no task's position passes its window × batches_per_step × the fastest speed
-        reach = max((float((w.window * w.batches_per_step).max()) for w in workloads if len(w)), default=0.0)
-        self._may_go_far = reach * float(self.speeds.max()) >= _FAR_POSITION
+        self._allocate(max(len(w) for w in workloads), max(_window(w) for w in workloads))
+        for b, w in enumerate(workloads):
+            self._start(b, w)
 
-        self.t = np.zeros(B, np.int64)
-        self.done = np.zeros(B, bool)
-        self.terminated = np.zeros(B, bool)
-        self.truncated = np.zeros(B, bool)
-        self._any_done = False
-        self._steps_taken = 0  # steps since reset: an upper bound on every t
-        self._end_check_from = int(self.arrival_steps.min())  # no environment can end before this t
-        self.next_task = np.zeros(B, np.int64)
-        self._next_arrival = self._wl["arrival"][:, 0].copy()  # arrival step of each env's next task
-        self.action_choices = np.zeros((B, K + 1), bool)  # [b, a]: action a is a valid choice in env b
-        self.action_choices[:, 0] = True
-        self._choices_flat = self.action_choices.reshape(-1)
+    def reset_envs(self, envs: Sequence[int], workloads: Sequence[Workload]) -> None:
+        """Start new episodes in environments ``envs`` only (the others go on untouched); the workloads
+        must be on the batch's curve bank."""
+        if len(envs) != len(workloads):
+            raise ValueError(f"reset_envs needs one workload per environment, got {len(envs)} and {len(workloads)}")
+        if not self.workloads:
+            raise RuntimeError("call reset() with B workloads before reset_envs()")
+        for w in workloads:
+            if w.bank is not self.bank:
+                raise ValueError("all workloads of one batch must share one CurveBank")
+        for b, w in zip(envs, workloads):
+            if not 0 <= b < self.B:
+                raise ValueError(f"environment index {b} is outside [0, {self.B})")
+            self.workloads[b] = w
+        tasks, window = max(len(w) for w in workloads), max(_window(w) for w in workloads)
+        if tasks + 1 > self._task_stride or window > self.max_history:  # grow (with headroom) and re-lay out
+            self._grow(max(tasks, self._task_stride), max(window, self.max_history))
+        for b, w in zip(envs, workloads):
+            self._start(int(b), w)
+
+    def _allocate(self, max_tasks: int, max_window: int) -> None:
+        """Arrays for B environments of up to ``max_tasks`` tasks whose windows are at most ``max_window``,
+        laid out in three arenas (:data:`core_env.dynamics.STATE`)."""
+        B, K, N = self.B, self.K, self.N
+        self._task_stride = m = max(1, max_tasks) + 1  # per env: its tasks, then a sentinel that never arrives
+        self.max_history = H = max(1, max_window)  # a task is served at most once per step of its window
+        shapes = {"_ints": (B * K, len(INT_FIELDS)), "_env": (len(STATS) + len(dynamics.ENV_FIELDS), B), "node_slot": (B, N),
+                  "_task_ints": (B * m, len(INT_FIELDS)), "_params_i": (3,), "_counts": (3, B), "_floats": (B * K, len(FLOAT_FIELDS)),
+                  "_task_floats": (B * m, len(FLOAT_FIELDS)), "history": (B, K, H), "log_history": (B, K, H), "speeds": (N,),
+                  "horizon": (B,), "potential": (B,), "_params_f": (2,), "reward": (B,), "_reported": (B, K), "_slot_flags": (2, B, K),
+                  "action_choices": (B, K + 1), "_flags": (3, B), "_nodes": (2, B, N), "_served": (B, K)}
+        dtypes = {"i": np.int64, "f": np.float64, "b": np.bool_}
+        layout = np.ones((len(dynamics.STATE), 4), np.int64)
+        sizes = {"i": 0, "f": 0, "b": 0}
+        for j, (name, arena, _) in enumerate(dynamics.STATE):
+            shape = shapes[name]
+            layout[j, 0] = sizes[arena]
+            layout[j, 1 : 1 + len(shape)] = shape
+            sizes[arena] += int(np.prod(shape))
+        self._arenas = {arena: np.zeros(size, dtypes[arena]) for arena, size in sizes.items()}
+        self._i64, self._f64, self._b8 = self._arenas["i"], self._arenas["f"], self._arenas["b"]
+        self._layout = layout
+        for j, (name, arena, _) in enumerate(dynamics.STATE):
+            start = layout[j, 0]
+            setattr(self, name, self._arenas[arena][start : start + int(np.prod(shapes[name]))].reshape(shapes[name]))
+        # the step's outcome: the last arrays of each arena, copied out once per arena after a step
+        self._outcome_from = {arena: int(layout[[n for n, a, _ in dynamics.STATE].index(first), 0])
+                              for arena, first in (("i", "_counts"), ("f", "_reported"), ("b", "_nodes"))}
+        self.speeds[:] = self.config.speeds
+        self._write_params()
+        self.n_tasks = np.zeros(B, np.int64)
+        self.arrival_steps = np.zeros(B, np.int64)
+        for name in dynamics.ENV_FIELDS:
+            setattr(self, name if name in ("t", "next_task", "n_active") else "_" + name, self._env[getattr(dynamics, name.upper())])
+        self.done, self.terminated, self.truncated = self._flags
+        self.stats = {name: self._env[i] for i, name in enumerate(STATS)}
         self.active = self.action_choices[:, 1:]  # (B, K) view
-        self.n_active = np.zeros(B, np.int64)  # active slots per environment
-        self._ints = np.empty((B * K, len(_INT_FIELDS)), np.int64)
-        self._ints[:] = _EMPTY_INT
-        self._floats = np.empty((B * K, len(_FLOAT_FIELDS)))
-        self._floats[:] = _EMPTY_FLOAT
-        self._f = self.flat = {}  # name -> flat (B·K,) view (read-only for users, like the (B, K) arrays)
-        for table, names in ((self._ints, _INT_FIELDS), (self._floats, _FLOAT_FIELDS)):
+        self.flat = {}  # name -> flat (B·K,) view (read-only for users, like the (B, K) arrays)
+        for table, names in ((self._ints, INT_FIELDS), (self._floats, FLOAT_FIELDS)):
             for j, name in enumerate(names):
-                self._f[name] = table[:, j]
+                self.flat[name] = table[:, j]
                 setattr(self, name, table[:, j].reshape(B, K))
-        self.served_last = np.zeros((B, K), bool)
-        self.has_report = np.zeros((B, K), bool)  # active & (steps > 0)
-        self._f["served_last"] = self.served_last.reshape(-1)
-        self._f["has_report"] = self.has_report.reshape(-1)
-        self.history = np.zeros((B, K, self.max_history))
-        self.node_slot = np.full((B, N), -1, np.int64)
-        self._next_expiry = np.full(B, _NEVER)  # per environment, the earliest deadline of an active slot
-        self._next_event = np.zeros(B, np.int64)  # at most min(_next_arrival, _next_expiry)
-        self._flat_history = self.history.reshape(-1)
-        self._history_row = np.arange(B * K) * self.max_history  # flat slot index -> start of its history
-        self._stats = np.zeros((len(STATS), B), np.int64)
-        self.stats = {name: self._stats[i] for i, name in enumerate(STATS)}
-        self.slot_features = features.SlotFeatureTable(self, self.config.history)
-        self._admit_arrivals()
-        self._next_event = np.minimum(self._next_arrival, self._next_expiry)
-        self._update_done()
+        self.served_last, self.has_report = self._slot_flags
+        self.flat["served_last"] = self.served_last.reshape(-1)
+        self.flat["has_report"] = self.has_report.reshape(-1)
+
+    def _write_params(self) -> None:
+        config = self._config
+        self._params_i[:] = (int(config.strict), config.max_cycles, int(config.reward == "shaped"))
+        self._params_f[:] = (config.switch_cost, config.kappa)
+
+    @property
+    def config(self) -> EnvConfig:
+        return self._config
+
+    @config.setter
+    def config(self, value: EnvConfig) -> None:
+        """A new configuration of the same shape (e.g. another ``max_cycles``) takes effect at the next step."""
+        self._config = value
+        if hasattr(self, "_params_i"):
+            self._write_params()
+
+    def _grow(self, max_tasks: int, max_window: int) -> None:
+        """Re-allocate for larger workloads, keeping every environment's state."""
+        kept = ("n_tasks", "arrival_steps", "horizon", "potential", "_env", "_flags", "action_choices", "_ints", "_floats", "_slot_flags", "node_slot")
+        old = {name: getattr(self, name) for name in ("_task_ints", "_task_floats", "_task_stride", "history", "log_history") + kept}
+        self._allocate(int(max_tasks * 1.5) + 1, max(max_window, int(self.max_history * 1.5)))
+        for name in kept:
+            getattr(self, name)[...] = old[name]
+        self.history[:, :, : old["history"].shape[2]] = old["history"]
+        self.log_history[:, :, : old["log_history"].shape[2]] = old["log_history"]
+        m, s = old["_task_stride"], self._task_stride
+        for b in range(self.B):
+            self._task_ints[b * s : b * s + m] = old["_task_ints"][b * m : (b + 1) * m]
+            self._task_floats[b * s : b * s + m] = old["_task_floats"][b * m : (b + 1) * m]
+        self._task_base[:] = np.arange(self.B) * s
+
+    def _start(self, b: int, workload: Workload) -> None:
+        """Load ``workload`` into environment b's rows and admit its tasks of t = 0."""
+        K, m, bank = self.K, self._task_stride, self.bank
+        rows = slice(b * m, (b + 1) * m)
+        ints, floats = self._task_ints[rows], self._task_floats[rows]
+        ints[:] = (0, NEVER, 0, 0, 0, 1, 0, 0, -1)
+        ints[:, dynamics.TASK] = np.arange(m)
+        floats[:] = _EMPTY_FLOAT
+        n = len(workload)
+        curve = np.asarray(workload.curve, np.int64)
+        for column, values in ((dynamics.ARRIVAL, workload.arrival), (dynamics.DEADLINE, workload.deadline), (dynamics.EXPIRY, workload.deadline),
+                               (dynamics.CURVE, curve), (dynamics.CUM_START, bank.cum_start[curve]), (dynamics.LENGTH, bank.lengths[curve])):
+            ints[:n, column] = values
+        for column, values in ((dynamics.TARGET, workload.target), (dynamics.BATCHES, workload.batches_per_step), (dynamics.DEMAND, workload.demand)):
+            floats[:n, column] = values
+        slots = slice(b * K, (b + 1) * K)
+        self._ints[slots] = _EMPTY_INT
+        self._floats[slots] = _EMPTY_FLOAT
+        self._slot_flags[:, b] = False
+        self.action_choices[b] = False
+        self.action_choices[b, 0] = True
+        self.history[b] = 0.0
+        self.log_history[b] = 0.0
+        self.node_slot[b] = -1
+        self._env[:, b] = 0
+        self._flags[:, b] = False
+        self.n_tasks[b] = self._n_tasks[b] = n
+        self.arrival_steps[b] = self._arrival_steps[b] = workload.arrival_steps
+        self.horizon[b] = float(workload.arrival_steps)
+        self.potential[b] = 0.0  # no task has reported at the start
+        self._next_expiry[b] = NEVER
+        self._task_base[b] = b * m
+        dynamics.reset_env(b, K, self._ints, self._floats, self._slot_flags, self.action_choices, self._env, self._flags,
+                           self._task_ints, self._task_floats, self.config.max_cycles)
 
     # ------------------------------------------------------------------ step
     def check_actions(self, actions: np.ndarray) -> np.ndarray:
@@ -208,236 +272,45 @@ class Simulator:
             raise ValueError(f"actions must have shape (B, N) = {(self.B, self.N)}, got {actions.shape}")
         if actions.dtype.kind not in "iu":
             raise TypeError(f"actions must be integers, got dtype {actions.dtype}")
-        checked = actions.astype(np.int64, copy=False)
-        if np.count_nonzero(checked.view(np.uint64) > self._k_max):  # negative values wrap to huge ones
-            bad = (actions < 0) | (actions > self.K)
-            b, n = map(int, np.argwhere(bad)[0])
+        if actions.dtype.kind == "u" and actions.size and int(actions.max()) > self.K:
+            b, n = map(int, np.argwhere(actions > self.K)[0])
             raise InvalidActionError(f"action {actions[b, n]} of node {n} (env {b}) is outside [0, {self.K}]", b, n, actions[b, n])
-        return checked
+        return np.ascontiguousarray(actions, dtype=np.int64)
 
     def step(self, actions: np.ndarray) -> StepOutcome:
         """Advance every live environment by one step. ``actions``: (B, N) ints in [0, K]."""
-        if not (type(actions) is np.ndarray and actions.dtype is _INT64 and actions.shape == self._action_shape
-                and not np.count_nonzero(actions.view(np.uint64) > self._k_max)):  # else: convert, or raise
-            actions = self.check_actions(actions)
-        B, K = self.B, self.K
-        any_done = self._any_done
-        valid = self._choices_flat[self._choice_base + actions if B > 1 else actions]  # (B, N); idle is always valid
-        invalid = ~valid
-        if any_done:
-            live = ~self.done[:, None]
-            invalid &= live
-            valid &= live
-        n_invalid = np.count_nonzero(invalid)
-        if self.config.strict and n_invalid:
-            b, n = map(int, np.argwhere(invalid)[0])
-            raise InvalidActionError(f"node {n} (env {b}) chose slot {actions[b, n] - 1}, which holds no active task", b, n, int(actions[b, n]))
-        slot = actions - _ONE  # (B, N) the slot each node serves, -1 when idle
-        if n_invalid or any_done:
-            slot[~valid] = -1
-        chosen = (slot >= _ZERO).reshape(-1).nonzero()[0]  # flat indices of the nodes that choose a task
-        k = slot.reshape(-1)[chosen]
-        fi = k + self._slot_base_of_node[chosen] if B > 1 else k  # flat indices of their slots
-        n_conflicts = 0
-        if self.N > 1 and fi.size > 1 and np.count_nonzero(np.bincount(fi)) < fi.size:  # a slot chosen twice
-            conflicts = slot[:, :, None] == slot[:, None, :]
-            conflicts &= self._earlier
-            conflicts = conflicts.any(axis=2)  # an earlier node chose the same slot ...
-            conflicts &= slot >= _ZERO  # ... a real one, not idle
-            n_conflicts = np.count_nonzero(conflicts)
-            slot[conflicts] = -1
-            chosen = (slot >= _ZERO).reshape(-1).nonzero()[0]
-            k = slot.reshape(-1)[chosen]
-            fi = k + self._slot_base_of_node[chosen] if B > 1 else k
-        else:
-            conflicts = np.zeros((B, self.N), bool)
+        actions = self.prepare(actions)
+        self.raise_for(dynamics.step_packed(actions, self._i64, self._f64, self._b8, self._layout, self.bank.cum, self.bank.slope), actions)
+        return self.outcome()
 
-        served = np.zeros((B, K), bool)
-        reported = np.zeros((B, K))
-        completed = failed = rejected = None
-        if chosen.size:
-            completed = self._train(chosen, k, fi, served, reported)
-        np.logical_and(served, self.active, out=self.served_last)  # completed tasks left their slot
-        self.node_slot = slot if not any_done else np.where(live, slot, self.node_slot)
+    def prepare(self, actions: np.ndarray) -> np.ndarray:
+        """``actions`` as the compiled step takes them: a C-contiguous (B, N) int64 array (checked)."""
+        if type(actions) is np.ndarray and actions.dtype is _INT64 and actions.shape == self._action_shape and actions.flags.c_contiguous:
+            return actions
+        return self.check_actions(actions)
 
-        if any_done:
-            self.t += live[:, 0]
-            self.slot_features.tick(live[:, 0])
-        else:
-            self.t += _ONE
-            self.slot_features.tick()
-        self._steps_taken += 1
-        if np.count_nonzero(self._next_event <= self.t):  # an arrival, or a deadline at the old t + 1
-            expired = self._expiry <= self.t[:, None]
-            if any_done:
-                expired &= live
-            if np.count_nonzero(expired):
-                failed = expired.sum(axis=1)
-                self._stats[_WASTED] += (self.steps * expired).sum(axis=1)
-                self._stats[_FAILED] += failed
-                self._free(expired.reshape(-1).nonzero()[0])
-            rejected = self._admit_arrivals()
-            self._next_event = np.minimum(self._next_arrival, self._next_expiry)
-        if completed is None or failed is None or rejected is None:
-            zeros = np.zeros((3, B), np.int64)
-            completed = zeros[0] if completed is None else completed
-            failed = zeros[1] if failed is None else failed
-            rejected = zeros[2] if rejected is None else rejected
-        if n_conflicts:
-            self._count_rows(_CONFLICTS, conflicts, n_conflicts)
-        if n_invalid:
-            self._count_rows(_INVALID, invalid, n_invalid)
-        if self._steps_taken >= self._end_check_from or self._steps_taken >= self.config.max_cycles:
-            self._update_done()
-        return StepOutcome(completed, failed, rejected, conflicts, invalid, served, reported, self.terminated.copy(), self.truncated.copy())
+    def raise_for(self, result: tuple[int, int], actions: np.ndarray) -> None:
+        """Raise the :class:`InvalidActionError` of a compiled step's (code, flat node) result, if any."""
+        code, where = result
+        if code == dynamics.OK:
+            return
+        b, n = divmod(int(where), self.N)
+        value = actions[b, n]
+        if code == dynamics.OUT_OF_RANGE:
+            raise InvalidActionError(f"action {value} of node {n} (env {b}) is outside [0, {self.K}]", b, n, value)
+        raise InvalidActionError(f"node {n} (env {b}) chose slot {value - 1}, which holds no active task", b, n, int(value))
 
-    def _count(self, row: int, envs: np.ndarray) -> None:
-        """Add to statistic ``row`` one per entry of ``envs`` (environment indices)."""
-        if self.B == 1:
-            self._stats[row, 0] += envs.size
-        else:
-            self._stats[row] += np.bincount(envs, minlength=self.B)
+    def node_flags_of(self, b: int) -> list[int]:
+        """Env b's N conflict flags, then its N invalid-action flags, of the last step as ints (no outcome copy)."""
+        start, B, N = self._outcome_from["b"], self.B, self.N
+        if B == 1:
+            return self._b8[start : start + 2 * N].view(np.int8).tolist()
+        return self._b8[start : start + 2 * B * N].reshape(2, B, N)[:, b].view(np.int8).ravel().tolist()
 
-    def _count_rows(self, row: int, mask: np.ndarray, total: int) -> None:
-        """Add to statistic ``row`` the True entries of each row of the (B, ·) ``mask`` (``total`` in all)."""
-        if self.B == 1:
-            self._stats[row, 0] += total
-        else:
-            self._stats[row] += mask.sum(axis=1)
-
-    def _train(self, chosen: np.ndarray, k: np.ndarray, fi: np.ndarray, served: np.ndarray, reported: np.ndarray) -> np.ndarray | None:
-        """Nodes at flat indices ``chosen`` serve slots ``k`` (flat ``fi``, all distinct); free completed tasks.
-
-        Returns the (B,) completions, or None when no task completed.
-        """
-        f = self._f
-        steps = f["steps"][fi]
-        had_report = steps > _ZERO
-        # A task with reports is switched unless this very node served it last step (then it was served
-        # last step, by this node, and is the same task: a new task in the slot has no reports).
-        switched = had_report & (self.node_slot.reshape(-1)[chosen] != k)
-        batches = f["batches_per_step"][fi]
-        if not self._unit_speed:
-            batches = batches * self._speed_of_node[chosen]
-        if self.config.switch_cost > 0:
-            batches = np.where(switched, batches * (1.0 - self.config.switch_cost), batches)
-        x0 = f["progress"][fi]
-        x1 = x0 + batches
-        integral, loss = self._interval_means(fi, x0, x1)
-        # Everything that can fail is above (it only reads state): from here on the step writes, so a
-        # step that raises leaves no trace.
-        if self.B == 1:
-            self._stats[_BUSY, 0] += chosen.size
-            self._stats[_SWITCHES, 0] += np.count_nonzero(switched)
-        else:
-            eb = self._env_of_node[chosen]
-            self._stats[_BUSY] += np.bincount(eb, minlength=self.B)
-            if np.count_nonzero(switched):
-                self._stats[_SWITCHES] += np.bincount(eb[switched], minlength=self.B)
-        f["progress"][fi] = x1
-        f["_integral"][fi] = integral
-        self._flat_history[self._history_row[fi] + steps] = loss
-        steps = steps + _ONE
-        f["steps"][fi] = steps
-        if np.count_nonzero(had_report) < had_report.size:
-            first = ~had_report
-            f["first_loss"][fi[first]] = loss[first]
-            f["has_report"][fi[first]] = True
-        f["last_loss"][fi] = loss
-        f["last_node"][fi] = self._node_of[chosen]
-        reported.reshape(-1)[fi] = loss
-        served.reshape(-1)[fi] = True
-        self.slot_features.served(fi, steps, loss)
-        done = loss <= f["target"][fi]
-        if not np.count_nonzero(done):
-            return None
-        self._free(fi[done])
-        completed = np.bincount(self._env_of_node[chosen[done]], minlength=self.B).astype(np.int64, copy=False)
-        self._stats[_COMPLETED] += completed
-        return completed
-
-    def _interval_means(self, fi: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The curve integrals at ``x1`` and the mean losses over ``[x0, x1)`` of the slots at flat indices
-        ``fi`` (reads state only).
-
-        Two guards, for positions the plain formula cannot take: past :data:`_FAR_POSITION` batches (far
-        past every curve's end, where the bank's int64 batch index would overflow) the integral is
-        continued on the plateau here; and a step too small to move the position (``x1 == x0`` in
-        float64, e.g. a switch that keeps 1e-16 of the batches) reports the loss at ``x0``, the limit of
-        the interval mean, instead of 0/0.
-        """
-        f = self._f
-        start, length = f["_cum_start"][fi], f["_length"][fi]
-        if self._may_go_far and np.count_nonzero(x1 >= _FAR_POSITION):
-            end = np.minimum(x1, length)  # float64: the curve's end, or x1 before it
-            integral = self.bank.integral_at(start, length, end) + (x1 - end) * self.bank.slope[start + length]
-        else:
-            integral = self.bank.integral_at(start, length, x1)
-        width = x1 - x0  # >= 0: batches are > 0, but may vanish next to a large x0
-        if np.count_nonzero(width) == width.size:
-            return integral, (integral - f["_integral"][fi]) / width  # the mean of the curve over [x0, x1)
-        stuck = width == 0.0
-        width[stuck] = 1.0
-        loss = (integral - f["_integral"][fi]) / width
-        at = start[stuck] + np.minimum(x0[stuck], length[stuck]).astype(np.int64)  # the batch x0 lies in
-        loss[stuck] = self.bank.slope[at]
-        return integral, loss
-
-    def _free(self, fi: np.ndarray) -> None:
-        """Empty the slots at flat indices ``fi``."""
-        self._choices_flat[self._choice_of_slot[fi]] = False
-        f = self._f
-        f["served_last"][fi] = False
-        f["has_report"][fi] = False
-        f["task"][fi] = -1
-        f["_expiry"][fi] = _NEVER
-        if self.B == 1:
-            self.n_active[0] -= fi.size
-        else:
-            self.n_active -= np.bincount(self._env_of_slot[fi], minlength=self.B)
-        self._next_expiry = self._expiry.min(axis=1)
-        self.slot_features.freed(fi)
-
-    def _admit_arrivals(self) -> np.ndarray:
-        """Insert tasks whose arrival step is the current ``t`` into the lowest free slots; (B,) rejections."""
-        rejected = np.zeros(self.B, np.int64)
-        w = self._wl_flat
-        while True:
-            due = self._next_arrival <= self.t
-            if self._any_done:
-                due &= ~self.done
-            if not np.count_nonzero(due):
-                return rejected
-            b = due.nonzero()[0]
-            i = self.next_task[b]
-            ti = self._task_base[b] + i  # flat task indices
-            self.next_task[b] = i + _ONE
-            self._next_arrival[b] = w["arrival"][ti + _ONE]
-            self._count(_ARRIVED, b)
-            has_room = self.n_active[b] < self.K
-            if np.count_nonzero(has_room) < has_room.size:
-                rejected[b[~has_room]] += 1
-                self._stats[_REJECTED, b[~has_room]] += 1
-                b, ti = b[has_room], ti[has_room]
-                if b.size == 0:
-                    continue
-            fi = b * self.K + self.active[b].argmin(axis=1)  # the lowest free slot
-            self._choices_flat[self._choice_of_slot[fi]] = True
-            self._ints[fi] = self._task_ints[ti]
-            self._floats[fi] = self._task_floats[ti]
-            self._f["served_last"][fi] = False
-            self._next_expiry[b] = np.minimum(self._next_expiry[b], w["deadline"][ti])
-            self.n_active[b] += 1
-            self.slot_features.admitted(fi, ti)
-
-    def _update_done(self) -> None:
-        """Mark terminated and truncated environments (step skips this while every t is below every
-        arrival window and the cycle cap: ``_steps_taken`` bounds every t, and then nothing can end)."""
-        window_over = (self.t >= self.arrival_steps) & (self.next_task >= self.n_tasks)
-        self.terminated |= window_over & (self.n_active == 0)
-        self.truncated |= (self.t >= self.config.max_cycles) & ~self.terminated
-        self.done = self.terminated | self.truncated
-        self._any_done = bool(self.done.any())
+    def outcome(self) -> StepOutcome:
+        """What the last step did (fresh arrays; zeros before the first step)."""
+        fr = self._outcome_from
+        return StepOutcome(self._i64[fr["i"] :].copy(), self._b8[fr["b"] :].copy(), self._f64[fr["f"] :].copy(), self._flags[1:].copy(), self._shape)
 
     # ------------------------------------------------------------------ read-only views
     def reported_history(self, b: int, k: int) -> np.ndarray:
@@ -472,7 +345,7 @@ class Simulator:
     def statistics_of(self, b: int) -> dict[str, int | float]:
         """:meth:`episode_statistics` of environment ``b`` as plain Python numbers (the same values), keyed
         in the order of :data:`core_env.episode.EPISODE_KEYS`."""
-        arrived, completed, failed, rejected, switches, busy, wasted, conflicts, invalid = self._stats[:, b].tolist()
+        arrived, completed, failed, rejected, switches, busy, wasted, conflicts, invalid = self._env[: len(STATS), b].tolist()
         t = int(self.t[b])
         return {"arrived": arrived, "completed": completed, "failed": failed, "rejected": rejected,
                 "completion_rate": completed / arrived if arrived > 0 else 0.0, "active": int(self.n_active[b]),

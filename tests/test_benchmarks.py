@@ -102,15 +102,22 @@ def test_decision_times_cover_a_whole_episode():
 def test_perf_summary_renders_the_views_targets_and_decision_times():
     from benchmarks.perf import summary
 
-    case = {"view": "Simulator.step", "B": 256, "env_steps_per_s": 300_000.0}
-    result = {"cases": {"pettingzoo": case, "sim_b256": case, "sim_obs_b256": {**case, "env_steps_per_s": 200_000.0}},
-              "pettingzoo_over_minimal": 0.3, "gymnasium_over_minimal": 0.4, "reset_seeded_ms": 0.7,
+    case = {"view": "EnvBatch.step (no observations)", "B": 256, "env_steps_per_s": 300_000.0}
+    scale = {"pettingzoo_n4": {"view": "PettingZoo parallel_env()", "N": 4, "K": 16, "B": 1, "us_per_env_step": 12.5},
+             "vector_compact_n4": {"view": "vector env, compact", "N": 4, "K": 16, "B": 16, "us_per_env_step": 2.25}}
+    result = {"cases": {"pettingzoo": case}, "scale": scale, "pettingzoo_over_minimal": 0.62, "gymnasium_over_minimal": 0.4,
+              "vector_no_obs_over_minimal": 12.0, "vector_obs_over_minimal": 6.5, "vector_compact_over_minimal": 9.0,
+              "compile": {"cold_cache_s": 9.5, "warm_cache_s": 0.61}, "reset_seeded_ms": 0.7,
+              "memory": {"state_bytes": 20480.0, "per_node_observation_bytes": 4096.0, "compact_observation_bytes": 1024.0},
               "decision_ms": {"edf": {"median_ms": 0.02, "mean_ms": 0.03},
                               "mara": {"median_ms": 1.9, "mean_ms": 2.0, "policy_median_ms": 0.8, "features_median_ms": 1.1}}}
     text = summary(result)
-    assert "| Simulator.step | 256 | 300,000 |" in text and "(target >= 0.25, goal 0.5): met" in text
+    assert "| EnvBatch.step (no observations) | 256 | 300,000 |" in text
+    assert "PettingZoo / API floor = 0.62x (target >= 0.5x): met" in text
+    assert "(no observations) / API floor = 12.00x (target >= 10.0x): met" in text
+    assert "infos) / API floor = 6.50x (target >= 7.0x): MISSED" in text
+    assert "| 4 | 16 | 12.5 | 2.2 |" in text and "9.5 s with an empty numba cache" in text and "state 20.0 KiB" in text
     assert "| mara | 1.90 | 2.00 | 0.80 / 1.10 |" in text and "| edf | 0.02 | 0.03 |  |" in text
-    assert "200,000 env-steps/s (>= 250,000: no)" in text
 
 
 def test_the_tianshou_row_runs_on_an_evaluation_episode():

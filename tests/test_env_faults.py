@@ -89,31 +89,30 @@ def test_positions_far_past_the_curve_end_stay_on_the_plateau():
 # ---------------------------------------------------------------- all-or-nothing steps
 
 
-def test_a_step_that_raises_half_way_changes_nothing(monkeypatch):
-    """Whatever fails inside a simulator step (here, the curve lookup), the step leaves no trace."""
-    env = discrete_core_v1.parallel_env(n_nodes=3, n_slots=4, arrival_steps=30, switch_cost=0.2)
+def test_a_step_that_raises_after_valid_choices_changes_nothing():
+    """The compiled step checks every action before its first write: a strict-invalid choice by the last
+    node, after valid choices of the others (a switch for both tasks), leaves no trace."""
+    env = discrete_core_v1.parallel_env(n_nodes=3, n_slots=4, arrival_steps=30, switch_cost=0.2, strict=True)
     obs, _ = env.reset(seed=3)
     for _ in range(5):  # some history first: switches, reports, a served slot
-        obs, *_ = env.step({"node_0": 1, "node_1": 0, "node_2": 2})
+        mask = obs["node_0"]["action_mask"]
+        obs, *_ = env.step({"node_0": int(mask[1]), "node_1": 0, "node_2": 2 * int(mask[2])})
     sim = env.episode.sim
+    assert sim.steps.sum() > 0
+    empty = int(np.flatnonzero(obs["node_0"]["action_mask"] == 0)[0])
     before = (trajectory_digest(obs), sim.statistics_of(0), trajectory_digest(env.state()),
               trajectory_digest([sim.history, sim.node_slot, sim.progress, sim.steps, sim.served_last]))
-
-    def broken(*args):
-        raise RuntimeError("curve lookup failed")
-
-    monkeypatch.setattr(sim.bank, "integral_at", broken)
-    with pytest.raises(RuntimeError, match="curve lookup failed"):
-        env.step({"node_0": 2, "node_1": 1, "node_2": 0})  # a switch for both tasks
+    with pytest.raises(ValueError, match="node_2"):
+        env.step({"node_0": int(np.flatnonzero(obs["node_0"]["action_mask"])[-1]), "node_1": 0, "node_2": empty})
     after = (trajectory_digest(env._observations()), sim.statistics_of(0), trajectory_digest(env.state()),
              trajectory_digest([sim.history, sim.node_slot, sim.progress, sim.steps, sim.served_last]))
     assert after == before
-    monkeypatch.undo()
-    reference = discrete_core_v1.parallel_env(n_nodes=3, n_slots=4, arrival_steps=30, switch_cost=0.2)
-    reference.reset(seed=3)
+    reference = discrete_core_v1.parallel_env(n_nodes=3, n_slots=4, arrival_steps=30, switch_cost=0.2, strict=True)
+    ref_obs, _ = reference.reset(seed=3)
     for _ in range(5):
-        reference.step({"node_0": 1, "node_1": 0, "node_2": 2})
-    step = {"node_0": 2, "node_1": 1, "node_2": 0}
+        mask = ref_obs["node_0"]["action_mask"]
+        ref_obs, *_ = reference.step({"node_0": int(mask[1]), "node_1": 0, "node_2": 2 * int(mask[2])})
+    step = {"node_0": int(np.flatnonzero(obs["node_0"]["action_mask"])[-1]), "node_1": 0, "node_2": 0}
     assert trajectory_digest(env.step(step)) == trajectory_digest(reference.step(step))
 
 

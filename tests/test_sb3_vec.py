@@ -167,9 +167,6 @@ def test_gym_make_masks_are_reachable_for_sb3_contrib():
     assert np.array_equal(masks, core.action_masks())  # same seeds, same first states
 
 
-@pytest.mark.xfail(raises=AttributeError, strict=False,
-                   reason="Gymnasium 1.x wrappers do not forward attributes: gym.make(...).action_masks() needs an "
-                          "ActionMasks wrapper in the registration (or order_enforce=False, disable_env_checker=True)")
 def test_gym_make_env_has_action_masks_method():
     env = gym.make("core_env/DiscreteCoRE-v1", **TINY)
     env.reset(seed=0)

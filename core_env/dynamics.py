@@ -1,0 +1,358 @@
+"""The rules of a step, as plain loops compiled by numba (``cache=True``): the one implementation.
+
+Every function here works on the struct-of-arrays state of :class:`core_env.sim.Simulator` (which owns
+the arrays and documents their layout) and is read as the rules of docs/env.md, "A step":
+
+1. **actions** (:func:`check_actions`, :func:`resolve_choices`): node ``n`` of env ``b`` chooses 0 (idle)
+   or ``k`` (slot ``k - 1``); an empty slot is invalid (idle, or an error with ``strict``); the
+   lowest-index node choosing a slot wins it, later ones idle (conflicts);
+2. **service** (:func:`serve`): ``batches_per_step × speed`` batches, ``(1 − switch_cost)`` of them on a
+   switch; the reported loss is the mean of the curve over the new batches (:func:`interval_mean`);
+3. **completion**: reported loss ≤ target frees the slot;
+4. **deadline** (:func:`expire`): a task still active when ``t + 1`` reaches its deadline fails;
+5. **arrivals** (:func:`admit_arrivals`): tasks arriving at the new ``t`` take the lowest free slot or
+   are rejected;
+6. **episode end** (:func:`update_done`): terminated when the arrival window is over and no task is
+   active, truncated at ``max_cycles``; finished environments are frozen.
+
+A step is all or nothing: :func:`step` checks every action before its first write and returns an error
+code instead of writing when one is bad. No floating-point operation here depends on a SIMD path
+(additions, products, divisions, comparisons in a fixed order), so the dynamics are bit-identical on
+every x86-64 CPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from core_env.curves import LOSS_FLOOR
+
+#: Int slot fields: columns of ``Simulator._ints`` (one row per flat slot ``b * K + k``).
+TASK, ARRIVAL, DEADLINE, CURVE, CUM_START, LENGTH, EXPIRY, STEPS, LAST_NODE = range(9)
+INT_FIELDS = ("task", "arrival", "deadline", "curve", "_cum_start", "_length", "_expiry", "steps", "last_node")
+#: Float slot fields: columns of ``Simulator._floats``.
+TARGET, BATCHES, DEMAND, PROGRESS, INTEGRAL, LAST_LOSS, FIRST_LOSS, LOG_TARGET = range(8)
+FLOAT_FIELDS = ("target", "batches_per_step", "demand", "progress", "_integral", "last_loss", "first_loss", "log_target")
+#: Episode statistics: rows 0..8 of ``Simulator._env``.
+STATS = ("arrived", "completed", "failed", "rejected", "switches", "busy_node_steps", "wasted_node_steps", "conflicts", "invalid_actions")
+ARRIVED, COMPLETED, FAILED, REJECTED, SWITCHES, BUSY, WASTED, CONFLICTS, INVALID = range(9)
+#: Further per-environment integers: rows of ``Simulator._env`` after the statistics.
+ENV_FIELDS = ("t", "next_task", "next_arrival", "n_active", "n_tasks", "arrival_steps", "next_expiry", "task_base")
+T, NEXT_TASK, NEXT_ARRIVAL, N_ACTIVE, N_TASKS, ARRIVAL_STEPS, NEXT_EXPIRY, TASK_BASE = range(9, 17)
+#: Per-environment flags: rows of ``Simulator._flags``.
+DONE, TERMINATED, TRUNCATED = range(3)
+#: Per-slot flags: planes of ``Simulator._slot_flags``.
+SERVED_LAST, HAS_REPORT = range(2)
+#: Outcome counters of one step: rows of the (3, B) outcome array.
+OUT_COMPLETED, OUT_FAILED, OUT_REJECTED = range(3)
+
+NEVER = np.iinfo(np.int64).max
+#: Positions from here on are integrated on the plateau by :func:`interval_mean` itself (the bank's int64
+#: batch index of a position overflows at 2**63).
+FAR_POSITION = 2.0**62
+#: Error codes of :func:`check_actions` / :func:`step` (the offending flat node index is returned with it).
+OK, OUT_OF_RANGE, STRICT_INVALID = 0, 1, 2
+
+
+@njit(cache=True)
+def integral(cum, slope, start, length, x):
+    """The integral of a curve's piecewise-constant loss over batches [0, x) (x >= 0)."""
+    if x >= FAR_POSITION:  # past every curve's end: continue on the plateau
+        end = min(x, float(length))
+        whole = min(np.int64(end), length)
+        return cum[start + whole] + (end - whole) * slope[start + whole] + (x - end) * slope[start + length]
+    whole = min(np.int64(x), length)
+    return cum[start + whole] + (x - whole) * slope[start + whole]
+
+
+@njit(cache=True)
+def interval_mean(cum, slope, start, length, x0, integral0, x1):
+    """(integral at x1, mean loss over [x0, x1)); a step too small to move the position (x1 == x0 in
+    float64) reports the loss at x0, the limit of the interval mean, instead of 0/0."""
+    value = integral(cum, slope, start, length, x1)
+    width = x1 - x0
+    if width == 0.0:
+        return value, slope[start + np.int64(min(x0, float(length)))]
+    return value, (value - integral0) / width
+
+
+@njit(cache=True)
+def check_actions(actions, choices, flags, n_slots, strict):
+    """(code, flat node index): the first action outside [0, K], else (with ``strict``) the first choice
+    of an empty slot in a live environment, else (OK, -1). Reads state only."""
+    B, N = actions.shape
+    for b in range(B):
+        for n in range(N):
+            a = actions[b, n]
+            if a < 0 or a > n_slots:
+                return OUT_OF_RANGE, b * N + n
+    if strict:
+        for b in range(B):
+            if flags[DONE, b]:
+                continue
+            for n in range(N):
+                if not choices[b, actions[b, n]]:
+                    return STRICT_INVALID, b * N + n
+    return OK, -1
+
+
+@njit(cache=True)
+def free_slot(b, k, K, ints, slot_flags, choices, env):
+    """Empty slot k of env b."""
+    i = b * K + k
+    choices[b, k + 1] = False
+    slot_flags[SERVED_LAST, b, k] = False
+    slot_flags[HAS_REPORT, b, k] = False
+    ints[i, TASK] = -1
+    ints[i, EXPIRY] = NEVER
+    env[N_ACTIVE, b] -= 1
+
+
+@njit(cache=True)
+def earliest_expiry(b, K, ints):
+    out = NEVER
+    for k in range(K):
+        out = min(out, ints[b * K + k, EXPIRY])
+    return out
+
+
+@njit(cache=True)
+def resolve_choices(b, actions, choices, slot, conflicts, invalid):
+    """Rule 1 for env b: ``slot[n]`` the slot node n serves (-1 idle); flags conflicts and invalid choices."""
+    N = actions.shape[1]
+    for n in range(N):
+        a = actions[b, n]
+        slot[n] = a - 1
+        if not choices[b, a]:
+            invalid[b, n] = True
+            slot[n] = -1
+        elif a > 0:
+            for m in range(n):
+                if slot[m] == a - 1:
+                    conflicts[b, n] = True
+                    slot[n] = -1
+                    break
+
+
+@njit(cache=True)
+def serve(b, slot, ints, floats, slot_flags, choices, history, log_history, node_slot, env, cum, slope, speeds, switch_cost, served, reported):
+    """Rules 2–3 for env b: every node with a slot trains it; returns the tasks completed."""
+    N, K = slot.shape[0], served.shape[1]
+    completed = 0
+    for n in range(N):
+        k = slot[n]
+        if k < 0:
+            continue
+        i = b * K + k
+        steps = ints[i, STEPS]
+        had_report = steps > 0
+        # a task with reports is switched unless this very node served it last step (a new task in the
+        # slot has no reports)
+        switched = had_report and node_slot[b, n] != k
+        batches = floats[i, BATCHES] * speeds[n]
+        if switch_cost > 0.0 and switched:
+            batches = batches * (1.0 - switch_cost)
+        x0 = floats[i, PROGRESS]
+        x1 = x0 + batches
+        value, loss = interval_mean(cum, slope, ints[i, CUM_START], ints[i, LENGTH], x0, floats[i, INTEGRAL], x1)
+        env[BUSY, b] += 1
+        if switched:
+            env[SWITCHES, b] += 1
+        floats[i, PROGRESS] = x1
+        floats[i, INTEGRAL] = value
+        history[b, k, steps] = loss
+        log_history[b, k, steps] = np.log(max(loss, LOSS_FLOOR))
+        ints[i, STEPS] = steps + 1
+        if not had_report:
+            floats[i, FIRST_LOSS] = loss
+            slot_flags[HAS_REPORT, b, k] = True
+        floats[i, LAST_LOSS] = loss
+        ints[i, LAST_NODE] = n
+        reported[b, k] = loss
+        served[b, k] = True
+    for n in range(N):  # completions free their slots once every node has trained
+        k = slot[n]
+        if k >= 0 and reported[b, k] <= floats[b * K + k, TARGET]:
+            free_slot(b, k, K, ints, slot_flags, choices, env)
+            completed += 1
+    return completed
+
+
+@njit(cache=True)
+def expire(b, K, ints, slot_flags, choices, env):
+    """Rule 4 for env b at its (new) t: active tasks whose deadline has come fail; returns how many."""
+    failed = 0
+    t = env[T, b]
+    for k in range(K):
+        i = b * K + k
+        if ints[i, EXPIRY] <= t:
+            env[WASTED, b] += ints[i, STEPS]
+            free_slot(b, k, K, ints, slot_flags, choices, env)
+            failed += 1
+    env[FAILED, b] += failed
+    return failed
+
+
+@njit(cache=True)
+def admit_arrivals(b, K, ints, floats, slot_flags, choices, env, task_ints, task_floats):
+    """Rule 5 for env b: tasks arriving at its t take the lowest free slot, in task order; returns the
+    arrivals rejected because every slot is full."""
+    rejected = 0
+    t = env[T, b]
+    while env[NEXT_ARRIVAL, b] <= t:
+        ti = env[TASK_BASE, b] + env[NEXT_TASK, b]
+        env[NEXT_TASK, b] += 1
+        env[NEXT_ARRIVAL, b] = task_ints[ti + 1, ARRIVAL]
+        env[ARRIVED, b] += 1
+        if env[N_ACTIVE, b] >= K:
+            rejected += 1
+            continue
+        k = 0
+        while choices[b, k + 1]:
+            k += 1
+        i = b * K + k
+        choices[b, k + 1] = True
+        ints[i, :] = task_ints[ti, :]
+        floats[i, :] = task_floats[ti, :]
+        floats[i, LOG_TARGET] = np.log(max(floats[i, TARGET], LOSS_FLOOR))
+        slot_flags[SERVED_LAST, b, k] = False
+        env[NEXT_EXPIRY, b] = min(env[NEXT_EXPIRY, b], task_ints[ti, DEADLINE])
+        env[N_ACTIVE, b] += 1
+    env[REJECTED, b] += rejected
+    return rejected
+
+
+@njit(cache=True)
+def update_done(b, env, flags, max_cycles):
+    """Rule 6 for env b."""
+    t = env[T, b]
+    if t >= env[ARRIVAL_STEPS, b] and env[NEXT_TASK, b] >= env[N_TASKS, b] and env[N_ACTIVE, b] == 0:
+        flags[TERMINATED, b] = True
+    if t >= max_cycles and not flags[TERMINATED, b]:
+        flags[TRUNCATED, b] = True
+    flags[DONE, b] = flags[TERMINATED, b] or flags[TRUNCATED, b]
+
+
+@njit(cache=True)
+def reset_env(b, K, ints, floats, slot_flags, choices, env, flags, task_ints, task_floats, max_cycles):
+    """Admit env b's tasks that arrive at t = 0 and mark it done if it has nothing to do."""
+    env[NEXT_ARRIVAL, b] = task_ints[env[TASK_BASE, b], ARRIVAL]
+    admit_arrivals(b, K, ints, floats, slot_flags, choices, env, task_ints, task_floats)
+    update_done(b, env, flags, max_cycles)
+
+
+@njit(cache=True)
+def step(actions, ints, floats, slot_flags, choices, history, log_history, node_slot, env, flags, task_ints, task_floats, cum, slope, speeds,
+         switch_cost, strict, max_cycles, outcome, node_outcome, served, reported):
+    """One step of every live environment. Writes the step's outcome into ``outcome`` (3, B) (completed,
+    failed, rejected), ``node_outcome`` (2, B, N) (conflicts, invalid), ``served`` and ``reported`` (B, K),
+    all zero on entry. Returns (code, flat node index) from :func:`check_actions`; on an error nothing
+    is written."""
+    B, N = actions.shape
+    K = served.shape[1]
+    code, where = check_actions(actions, choices, flags, K, strict)
+    if code != OK:
+        return code, where
+    conflicts, invalid = node_outcome[0], node_outcome[1]
+    slot = np.empty(N, np.int64)
+    for b in range(B):
+        if flags[DONE, b]:
+            continue
+        resolve_choices(b, actions, choices, slot, conflicts, invalid)
+        done = serve(b, slot, ints, floats, slot_flags, choices, history, log_history, node_slot, env, cum, slope, speeds, switch_cost, served, reported)
+        outcome[OUT_COMPLETED, b] = done
+        env[COMPLETED, b] += done
+        for k in range(K):  # completed tasks left their slot
+            slot_flags[SERVED_LAST, b, k] = served[b, k] and choices[b, k + 1]
+        for n in range(N):
+            node_slot[b, n] = slot[n]
+            env[CONFLICTS, b] += conflicts[b, n]
+            env[INVALID, b] += invalid[b, n]
+        env[T, b] += 1
+        if env[NEXT_EXPIRY, b] <= env[T, b]:
+            outcome[OUT_FAILED, b] = expire(b, K, ints, slot_flags, choices, env)
+            env[NEXT_EXPIRY, b] = earliest_expiry(b, K, ints)
+        if env[NEXT_ARRIVAL, b] <= env[T, b]:
+            outcome[OUT_REJECTED, b] = admit_arrivals(b, K, ints, floats, slot_flags, choices, env, task_ints, task_floats)
+        update_done(b, env, flags, max_cycles)
+    return OK, -1
+
+
+@njit(cache=True)
+def log_progress_sum(b, K, ints, floats, slot_flags):
+    """Σ_k φ_k of env b: φ_k = clip(log(l0 / l) / log(l0 / eps), 0, 1) over slots with a report."""
+    total = 0.0
+    for k in range(K):
+        if slot_flags[HAS_REPORT, b, k]:
+            i = b * K + k
+            first = floats[i, FIRST_LOSS]
+            phi = np.log(first / floats[i, LAST_LOSS]) / np.log(first / floats[i, TARGET])
+            total += min(max(phi, 0.0), 1.0)
+    return total
+
+
+@njit(cache=True)
+def potentials(ints, floats, slot_flags, kappa, out):
+    """(B,) Φ(s) = κ Σ_k φ_k of every environment, into ``out``."""
+    K = slot_flags.shape[2]
+    for b in range(out.shape[0]):
+        out[b] = kappa * log_progress_sum(b, K, ints, floats, slot_flags)
+
+
+# ---------------------------------------------------------------------- the packed state
+#: The arrays of a simulator's state, in the order of :func:`unpack`: (name, arena, ndim). The simulator
+#: lays them out in three arenas (int64, float64, bool) so that a compiled call takes 5 arguments for
+#: them instead of 20 (a numba call costs per argument); the step's outcome comes last in each arena.
+STATE = (("_ints", "i", 2), ("_env", "i", 2), ("node_slot", "i", 2), ("_task_ints", "i", 2), ("_params_i", "i", 1), ("_counts", "i", 2),
+         ("_floats", "f", 2), ("_task_floats", "f", 2), ("history", "f", 3), ("log_history", "f", 3), ("speeds", "f", 1), ("horizon", "f", 1),
+         ("potential", "f", 1), ("_params_f", "f", 1), ("reward", "f", 1), ("_reported", "f", 2),
+         ("_slot_flags", "b", 3), ("action_choices", "b", 2), ("_flags", "b", 2), ("_nodes", "b", 3), ("_served", "b", 2))
+#: Rows of ``_params_i`` and ``_params_f``.
+P_STRICT, P_MAX_CYCLES, P_SHAPED = range(3)
+P_SWITCH_COST, P_KAPPA = range(2)
+
+
+@njit(cache=True)
+def _view(arena, layout, j):
+    start = layout[j, 0]
+    return arena[start : start + layout[j, 1] * layout[j, 2] * layout[j, 3]]
+
+
+@njit(cache=True)
+def unpack(i64, f64, b8, layout):
+    """The state arrays (:data:`STATE` order) as views of the three arenas."""
+    def v2(arena, j):
+        return _view(arena, layout, j).reshape((layout[j, 1], layout[j, 2]))
+
+    def v3(arena, j):
+        return _view(arena, layout, j).reshape((layout[j, 1], layout[j, 2], layout[j, 3]))
+
+    return (v2(i64, 0), v2(i64, 1), v2(i64, 2), v2(i64, 3), _view(i64, layout, 4), v2(i64, 5),
+            v2(f64, 6), v2(f64, 7), v3(f64, 8), v3(f64, 9), _view(f64, layout, 10), _view(f64, layout, 11),
+            _view(f64, layout, 12), _view(f64, layout, 13), _view(f64, layout, 14), v2(f64, 15),
+            v3(b8, 16), v2(b8, 17), v2(b8, 18), v3(b8, 19), v2(b8, 20))
+
+
+@njit(cache=True)
+def step_packed(actions, i64, f64, b8, layout, cum, slope):
+    """:func:`step` on a packed state (the outcome into its arenas' last arrays); then the team reward
+    (completions, plus Φ(s') − Φ(s) when shaped) into ``reward`` and Φ(s') into ``potential``."""
+    (ints, env, node_slot, task_ints, params_i, counts, floats, task_floats, history, log_history, speeds, horizon,
+     potential, params_f, reward, reported, slot_flags, choices, flags, nodes, served) = unpack(i64, f64, b8, layout)
+    counts[:] = 0
+    reported[:] = 0.0
+    nodes[:] = False
+    served[:] = False
+    code, where = step(actions, ints, floats, slot_flags, choices, history, log_history, node_slot, env, flags, task_ints, task_floats,
+                       cum, slope, speeds, params_f[P_SWITCH_COST], params_i[P_STRICT] != 0, params_i[P_MAX_CYCLES], counts, nodes, served, reported)
+    if code == OK:
+        K = slot_flags.shape[2]
+        shaped = params_i[P_SHAPED] != 0
+        for b in range(reward.shape[0]):
+            reward[b] = counts[OUT_COMPLETED, b]
+            if shaped:
+                new = params_f[P_KAPPA] * log_progress_sum(b, K, ints, floats, slot_flags)
+                reward[b] += new - potential[b]
+                potential[b] = new
+    return code, where

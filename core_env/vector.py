@@ -1,0 +1,399 @@
+"""B environments in one object: the batch every view and every rollout runs on.
+
+:class:`EnvBatch` owns the simulator, the team reward and the observation features of B environments
+(no RL API: arrays in, arrays out). :class:`DiscreteCoREVectorEnv` is its public Gymnasium
+``VectorEnv``; the PettingZoo and Gymnasium single views hold an ``EnvBatch`` of B = 1
+(:class:`core_env.episode.Episode`).
+
+>>> import gymnasium as gym, core_env
+>>> envs = gym.make_vec("core_env/DiscreteCoRE-v1", num_envs=8, vectorization_mode="vector_entry_point")
+>>> obs, infos = envs.reset(seed=0)                 # env i draws its workload from default_rng(0 + i)
+>>> obs["observation"].shape, obs["action_mask"].shape
+((8, 4, 262), (8, 4, 17))
+
+Observations: ``observation="per_node"`` (default) gives every node its own copy of the slot table,
+``{"observation": (B, N, D), "action_mask": (B, N, K + 1)}``, exactly the Gymnasium single view's
+observation stacked; ``observation="compact"`` gives the slot table once per environment,
+``{"nodes": (B, N, 3), "global": (B, 3), "slots": (B, K, F), "action_mask": (B, N, K + 1)}`` (the same
+numbers: the per-node observation of node n is ``nodes[b, n] ++ global[b] ++ slots[b].ravel()``).
+
+Observers: objects with ``on_reset(batch, envs)`` and ``on_step(batch, outcome)`` appended to
+``EnvBatch.observers`` are told after every reset (``envs``: the environments that started) and step
+(the :class:`core_env.sim.StepOutcome`); the simulator itself knows nothing of observations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+from numba import njit
+
+from core_env import dynamics, features
+from core_env.config import EnvConfig, make_config
+from core_env.sim import InvalidActionError, Simulator, StepOutcome
+from core_env.workload import Workload, select_workload
+
+#: Episode statistics reported in every info (running values; final at the last step).
+EPISODE_KEYS = ("arrived", "completed", "failed", "rejected", "completion_rate", "active", "node_utilization",
+                "busy_node_steps", "wasted_node_steps", "switches", "conflicts", "invalid_actions", "t")
+#: Team keys besides the statistics, the same for every node: ``potential``, the shaped reward's Φ(s) of the
+#: state after the step (0 at reset and with ``reward="sparse"``; see :mod:`core_env.reward`).
+TEAM_KEYS = ("potential",)
+#: Per-node keys: what happened to this node's own action this step.
+NODE_KEYS = ("conflict", "invalid_action")
+OBSERVATIONS = ("per_node", "compact")
+
+
+class Observer(Protocol):
+    """Told after each reset and step of an :class:`EnvBatch` (e.g. a trace recorder, a predictor cache)."""
+
+    def on_reset(self, batch: EnvBatch, envs: np.ndarray) -> None: ...
+
+    def on_step(self, batch: EnvBatch, outcome: StepOutcome) -> None: ...
+
+
+@njit(cache=True)
+def step_and_observe(actions, i64, f64, b8, layout, cum, slope, H, obs, mask):
+    """One compiled call: the step (:func:`core_env.dynamics.step_packed`), then the per-node observations."""
+    code, where = dynamics.step_packed(actions, i64, f64, b8, layout, cum, slope)
+    if code == dynamics.OK:
+        features.packed_observations(i64, f64, b8, layout, H, obs, mask)
+    return code, where
+
+
+class EnvBatch:
+    """Simulator (whose compiled step also computes the team reward) + observation features of B
+    environments, each with its own seeded rng."""
+
+    def __init__(self, config: EnvConfig, num_envs: int = 1) -> None:
+        self.config = config
+        self.sim = Simulator(config, num_envs)
+        self.B, self.N, self.K = self.sim.B, self.sim.N, self.sim.K
+        self.rngs = [np.random.default_rng() for _ in range(self.B)]
+        self.observers: list[Observer] = []
+        self._stepped = False  # a step since the last reset: its outcome is in the simulator's arenas
+        self._outcome: StepOutcome | None = None
+        self.started = False
+        self._observed: tuple[np.ndarray, np.ndarray] | None = None
+        self._obs_shape = (self.B, self.N, features.obs_dim(self.K, config.history))
+        self._mask_shape = (self.B, self.N, self.K + 1)
+
+    def seed(self, seed: int | Sequence[int | None] | None) -> None:
+        """Env i's rng becomes ``default_rng(seed + i)`` (an int), ``default_rng(seed[i])`` (a sequence)."""
+        if seed is None:
+            return
+        seeds = [seed + i for i in range(self.B)] if isinstance(seed, (int, np.integer)) else list(seed)
+        if len(seeds) != self.B:
+            raise ValueError(f"need one seed per environment ({self.B}), got {len(seeds)}")
+        self.rngs = [np.random.default_rng(s) if s is not None else self.rngs[i] for i, s in enumerate(seeds)]
+
+    def workloads_for(self, envs: Sequence[int], options: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None) -> list[Workload]:
+        """The workload of each environment in ``envs``: ``options`` (one mapping for all, or one per env
+        of ``envs``) as in ``reset(options=...)`` of the single views, else drawn from the env's rng."""
+        per_env = options if isinstance(options, Sequence) and not isinstance(options, (str, bytes)) else [options] * len(envs)
+        if len(per_env) != len(envs):
+            raise ValueError(f"need one options mapping per environment reset ({len(envs)}), got {len(per_env)}")
+        return [select_workload(self.config, self.rngs[b], o) for b, o in zip(envs, per_env)]
+
+    def reset(self, workloads: Sequence[Workload], envs: Sequence[int] | None = None) -> None:
+        """Start episodes on ``workloads``: all B environments, or only those in ``envs``."""
+        if envs is None or not self.started:
+            if envs is not None and len(envs) != self.B:
+                raise RuntimeError("reset every environment before resetting some of them")
+            self.sim.reset(workloads)
+            envs = np.arange(self.B)
+        else:
+            envs = np.asarray(envs, np.int64)
+            self.sim.reset_envs(envs, workloads)
+        self.started = True
+        self._stepped, self._outcome = False, None
+        self._observed = None
+        for observer in self.observers:
+            observer.on_reset(self, envs)
+
+    def step(self, actions: np.ndarray, observe: bool = False) -> np.ndarray:
+        """Apply (B, N) int actions; returns the (B,) team rewards. Raises before changing any state.
+
+        ``observe``: also compute the per-node observations in the same compiled call (the next
+        :meth:`observe` returns them).
+        """
+        if not self.started:
+            raise RuntimeError("call reset() before step()")
+        sim = self.sim
+        actions = sim.prepare(actions)
+        if observe:
+            obs, mask = self._empty_observation()
+            sim.raise_for(step_and_observe(actions, sim._i64, sim._f64, sim._b8, sim._layout, sim.bank.cum, sim.bank.slope,
+                                           self.config.history, obs, mask), actions)
+            self._observed = obs, mask
+        else:
+            sim.raise_for(dynamics.step_packed(actions, sim._i64, sim._f64, sim._b8, sim._layout, sim.bank.cum, sim.bank.slope), actions)
+            self._observed = None
+        self._stepped, self._outcome = True, None
+        reward = sim.reward.copy()
+        for observer in self.observers:
+            observer.on_step(self, self.last_outcome)
+        return reward
+
+    @property
+    def last_outcome(self) -> StepOutcome | None:
+        """What the last step did (None after a reset); read from the simulator on first use."""
+        if self._outcome is None and self._stepped:
+            self._outcome = self.sim.outcome()
+        return self._outcome
+
+    def node_flag_lists(self, b: int = 0) -> tuple[list[int], list[int]]:
+        """Env b's (N,) conflict and invalid-action flags of the last step as lists of ints (zeros after reset)."""
+        if not self._stepped:
+            return [0] * self.N, [0] * self.N
+        flags = self.sim.node_flags_of(b)
+        return flags[: self.N], flags[self.N :]
+
+    # ------------------------------------------------------------------ observations and infos
+    @property
+    def potential(self) -> np.ndarray:
+        """(B,) Φ(s) of the current states, as the shaped reward counts it (zeros with ``reward="sparse"``)."""
+        return self.sim.potential
+
+    def observe(self) -> tuple[np.ndarray, np.ndarray]:
+        """(B, N, D) float32 per-node observations and (B, N, K + 1) int8 masks (fresh arrays)."""
+        if self._observed is not None:  # computed by step(observe=True); handed out once
+            observed, self._observed = self._observed, None
+            return observed
+        obs, mask = self._empty_observation()
+        features.packed_observations(self.sim._i64, self.sim._f64, self.sim._b8, self.sim._layout, self.config.history, obs, mask)
+        return obs, mask
+
+    def _empty_observation(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.empty(self._obs_shape, np.float32), np.empty(self._mask_shape, np.int8)
+
+    def observe_compact(self) -> dict[str, np.ndarray]:
+        """The compact observation: nodes (B, N, 3), global (B, 3), slots (B, K, F), action_mask."""
+        shared = features.state(self.sim, self.config.history)
+        return {"nodes": features.node_features(self.sim), "global": shared[:, : features.GLOBAL_FEATURES],
+                "slots": shared[:, features.GLOBAL_FEATURES :].reshape(self.B, self.K, -1), "action_mask": features.action_masks(self.sim)}
+
+    def state(self) -> np.ndarray:
+        """(B, 3 + K·F) float32 global state of every environment."""
+        return features.state(self.sim, self.config.history)
+
+    def action_masks(self) -> np.ndarray:
+        """(B, N, K + 1) bool."""
+        return self.sim.action_choices[:, None, :].repeat(self.N, axis=1)
+
+    def remaining_demand(self) -> np.ndarray:
+        """(B, K) the HIDDEN nominal node-steps each active task still needs (oracle rows and bounds only)."""
+        return self.sim.remaining_demand()
+
+    def node_flags(self) -> tuple[np.ndarray, np.ndarray]:
+        """(B, N) conflict and invalid-action flags of the last step (zeros after reset)."""
+        if self.last_outcome is None:
+            zeros = np.zeros((self.B, self.N), bool)
+            return zeros, zeros.copy()
+        return self.last_outcome.conflicts, self.last_outcome.invalid
+
+    def infos(self) -> dict[str, np.ndarray]:
+        """Every info key as a (B,) array (``conflict``/``invalid_action``: (B, N))."""
+        stats = self.sim.episode_statistics()
+        infos = {key: np.array(stats[key]) for key in EPISODE_KEYS}
+        infos["potential"] = self.sim.potential.copy()
+        conflict, invalid = self.node_flags()
+        infos["conflict"], infos["invalid_action"] = conflict.astype(np.int64), invalid.astype(np.int64)
+        return infos
+
+
+def single_observation_space(config: EnvConfig, observation: str = "per_node") -> spaces.Dict:
+    """One environment's observation space (the Gymnasium single view's for ``per_node``)."""
+    n, k, h = config.n_nodes, config.n_slots, config.history
+    bound = features.OBS_BOUND
+    mask = spaces.Box(0, 1, (n, k + 1), np.int8)
+    if observation == "per_node":
+        return spaces.Dict({"observation": spaces.Box(-bound, bound, (n, features.obs_dim(k, h)), np.float32), "action_mask": mask})
+    return spaces.Dict({"nodes": spaces.Box(-bound, bound, (n, features.NODE_FEATURES), np.float32),
+                        "global": spaces.Box(-bound, bound, (features.GLOBAL_FEATURES,), np.float32),
+                        "slots": spaces.Box(-bound, bound, (k, features.slot_width(h)), np.float32), "action_mask": mask})
+
+
+#: ``autoreset_mode`` by name (Gymnasium's own values, e.g. ``"NextStep"``, are accepted too).
+AUTORESET_MODES = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP, "disabled": AutoresetMode.DISABLED}
+
+
+def autoreset(mode: str | AutoresetMode) -> AutoresetMode:
+    """The AutoresetMode named ``mode``; ValueError listing the names otherwise."""
+    if isinstance(mode, str) and mode in AUTORESET_MODES:
+        return AUTORESET_MODES[mode]
+    try:
+        return AutoresetMode(mode)
+    except ValueError:
+        raise ValueError(f"autoreset_mode must be one of {sorted(AUTORESET_MODES)} (or an AutoresetMode), got {mode!r}") from None
+
+
+class DiscreteCoREVectorEnv(VectorEnv):
+    """B environments of discrete-node CoRE-Learning as one Gymnasium ``VectorEnv`` (docs/env.md, Vector API).
+
+    Args:
+        num_envs: B.
+        autoreset_mode: ``"next_step"`` (default: the step after an episode ends resets that env, its
+            action ignored, reward 0), ``"same_step"`` (reset at once; the final observation and infos in
+            ``infos["final_obs"]`` / ``infos["final_info"]``, masked by ``infos["_final_obs"]``) or
+            ``"disabled"`` (a finished env is frozen until ``reset(options={"reset_mask": mask})``).
+            Autoresets draw a seeded workload from the env's rng (reset options are not repeated).
+        observation: ``"per_node"`` or ``"compact"`` (module docstring).
+        **kwargs: the environment arguments (:class:`core_env.config.EnvConfig`), or ``config=`` an
+            EnvConfig (with optional overrides).
+
+    Actions: (B, N) ints in [0, K]. Rewards (B,) float64; infos: every key of the single views as a
+    (B,) array (``conflict``/``invalid_action`` (B, N)), each with its all-True ``_key`` mask.
+    ``action_masks()`` (B, N, K + 1) bool.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def __init__(self, num_envs: int = 1, autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP, observation: str = "per_node",
+                 **kwargs: Any) -> None:
+        if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
+            raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+        if observation not in OBSERVATIONS:
+            raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
+        self.autoreset_mode = autoreset(autoreset_mode)
+        config = make_config(**kwargs)
+        self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
+        self.batch = EnvBatch(config, int(num_envs))
+        self.num_envs = int(num_envs)
+        self.observation_kind = observation
+        self.single_observation_space = single_observation_space(config, observation)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.single_action_space = spaces.MultiDiscrete([config.n_slots + 1] * config.n_nodes)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.render_mode = None
+        self._pending = np.zeros(self.num_envs, bool)  # envs to reset at the next step (next_step mode)
+        self._ones = np.ones(self.num_envs, bool)
+
+    @property
+    def config(self) -> EnvConfig:
+        return self.batch.config
+
+    def reset(self, *, seed: int | Sequence[int | None] | None = None, options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None):
+        """Reset every env, or with ``options={"reset_mask": (B,) bool, ...}`` only the masked ones.
+
+        ``seed``: env i gets ``default_rng(seed + i)`` (or ``seed[i]`` from a sequence). ``options``: one
+        mapping for every env (the single views' reset options: ``suite``, ``root``, ``episode``,
+        ``workload``, ...), or a sequence with one mapping per env reset.
+        """
+        envs = np.arange(self.num_envs)
+        if isinstance(options, Mapping) and "reset_mask" in options:
+            mask = np.asarray(options["reset_mask"], bool)
+            if mask.shape != (self.num_envs,):
+                raise ValueError(f"reset_mask must have shape ({self.num_envs},), got {mask.shape}")
+            envs = np.flatnonzero(mask)
+            options = {k: v for k, v in options.items() if k != "reset_mask"} or None
+        if seed is not None:
+            self.batch.seed(seed)
+        if len(envs) == self.num_envs:
+            self.batch.reset(self.batch.workloads_for(envs, options))
+        elif len(envs):
+            self.batch.reset(self.batch.workloads_for(envs, options), envs)
+        self._pending[envs] = False
+        return self._observation(), self._infos()
+
+    def step(self, actions: Any):
+        if not self.batch.started:
+            raise RuntimeError("call reset() before step()")
+        array = np.asarray(actions)
+        if array.shape != (self.num_envs, self.batch.N):
+            raise ValueError(f"actions must have shape (num_envs, n_nodes) = {(self.num_envs, self.batch.N)}, got {array.shape}")
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"actions must be integers, got dtype {array.dtype}")
+        try:
+            rewards = self.batch.step(array.astype(np.int64, copy=False), observe=self.observation_kind == "per_node")
+        except InvalidActionError as error:
+            raise ValueError(f"env {error.env}, node_{error.node}: {error}") from error
+        sim = self.batch.sim
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP and self._pending.any():
+            envs = np.flatnonzero(self._pending)
+            self.batch.reset(self.batch.workloads_for(envs, None), envs)
+            rewards[envs] = 0.0
+            self._pending[:] = False
+        terminated, truncated = sim.terminated.copy(), sim.truncated.copy()
+        if self.autoreset_mode == AutoresetMode.DISABLED:
+            return self._observation(), rewards, terminated, truncated, self._infos()
+        ended = np.flatnonzero(terminated | truncated)
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            self._pending[ended] = True
+            return self._observation(), rewards, terminated, truncated, self._infos()
+        infos = self._infos()
+        if ended.size:  # same_step: keep the final observation and infos, then reset those envs
+            final_obs = np.full(self.num_envs, None, dtype=object)
+            observation = self._observation()
+            for b in ended:
+                final_obs[b] = {key: value[b] for key, value in observation.items()}
+            final_mask = np.zeros(self.num_envs, bool)
+            final_mask[ended] = True
+            final_info = {key: value for key, value in infos.items() if not key.startswith("_")}
+            self.batch.reset(self.batch.workloads_for(ended, None), ended)
+            infos = {**self._infos(), "final_obs": final_obs, "_final_obs": final_mask, "final_info": final_info, "_final_info": final_mask}
+        return self._observation(), rewards, terminated, truncated, infos
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        if self.observation_kind == "compact":
+            return self.batch.observe_compact()
+        obs, mask = self.batch.observe()
+        return {"observation": obs, "action_mask": mask}
+
+    def _infos(self) -> dict[str, np.ndarray]:
+        infos = self.batch.infos()
+        for key in list(infos):
+            infos["_" + key] = self._ones
+        return infos
+
+    def action_masks(self) -> np.ndarray:
+        """(B, N, K + 1) bool: the actions each node may take now."""
+        if not self.batch.started:
+            raise RuntimeError("call reset() before action_masks()")
+        return self.batch.action_masks()
+
+    def state(self) -> np.ndarray:
+        """(B, 3 + K·F) float32: every env's global state (centralized critics)."""
+        return self.batch.state()
+
+    def remaining_demand(self) -> np.ndarray:
+        """(B, K) float64 the HIDDEN remaining nominal demand of each slot's task (inf if never, 0 when
+        empty): for oracle rows and bounds only, never for an agent that claims to learn."""
+        return self.batch.remaining_demand()
+
+    def reported_history(self, env: int, slot: int) -> np.ndarray:
+        """Every loss the task in ``slot`` of env ``env`` has reported, oldest first (a copy)."""
+        self._check(env, slot)
+        return self.batch.sim.reported_history(env, slot)
+
+    def slot_task(self, env: int, slot: int) -> int:
+        """Workload index of the task in ``slot`` of env ``env`` (-1 when empty)."""
+        self._check(env, slot)
+        return int(self.batch.sim.task[env, slot])
+
+    @property
+    def workloads(self) -> list[Workload]:
+        """The workload each env is playing."""
+        return list(self.batch.sim.workloads)
+
+    def _check(self, env: int, slot: int) -> None:
+        if not self.batch.started:
+            raise RuntimeError("call reset() first")
+        if not 0 <= env < self.num_envs or not 0 <= slot < self.batch.K:
+            raise ValueError(f"env must be in [0, {self.num_envs}) and slot in [0, {self.batch.K}), got {env}, {slot}")
+
+    def close(self, **kwargs: Any) -> None:
+        pass
+
+
+def make_vector_env(num_envs: int = 1, **kwargs: Any) -> DiscreteCoREVectorEnv:
+    """The ``vector_entry_point`` of ``core_env/DiscreteCoRE-v1`` (``gymnasium.make_vec``)."""
+    return DiscreteCoREVectorEnv(num_envs, **kwargs)
+
+
+__all__ = ["DiscreteCoREVectorEnv", "EPISODE_KEYS", "EnvBatch", "NODE_KEYS", "Observer", "TEAM_KEYS", "make_vector_env"]

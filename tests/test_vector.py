@@ -1,0 +1,178 @@
+"""The public vector env: make_vec, per-env seeds and workloads, autoreset modes, compact observations,
+observers, and agreement with B single environments."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import core_env
+from core_env import discrete_core_v1, features
+from core_env.vector import EPISODE_KEYS, DiscreteCoREVectorEnv
+from core_env.workload import load_suite
+
+SMALL = {"n_nodes": 2, "n_slots": 4, "arrival_steps": 40}
+
+
+def masked(rng, mask):
+    return np.argmax(rng.random(mask.shape) * mask, axis=-1)
+
+
+def test_make_vec_returns_the_vector_env_with_batched_spaces():
+    envs = gym.make_vec(core_env.GYM_ID, num_envs=3, vectorization_mode="vector_entry_point", n_slots=8)
+    assert isinstance(envs, DiscreteCoREVectorEnv) and envs.num_envs == 3
+    obs, infos = envs.reset(seed=0)
+    assert obs["observation"].shape == (3, 4, features.obs_dim(8, 8)) and obs["action_mask"].shape == (3, 4, 9)
+    assert envs.observation_space.contains(obs) and envs.action_space.shape == (3, 4)
+    assert envs.action_masks().shape == (3, 4, 9) and envs.action_masks().dtype == bool
+    assert set(EPISODE_KEYS) <= set(infos) and infos["_completed"].all() and infos["conflict"].shape == (3, 4)
+    assert envs.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
+
+
+def test_bad_arguments_are_refused_clearly():
+    with pytest.raises(ValueError, match="num_envs"):
+        DiscreteCoREVectorEnv(0)
+    with pytest.raises(ValueError, match="autoreset_mode"):
+        DiscreteCoREVectorEnv(2, "sometimes")
+    with pytest.raises(ValueError, match="observation"):
+        DiscreteCoREVectorEnv(2, observation="pixels")
+    with pytest.raises(TypeError, match="unknown environment argument"):
+        DiscreteCoREVectorEnv(2, n_nodez=3)
+    envs = DiscreteCoREVectorEnv(2, **SMALL)
+    with pytest.raises(RuntimeError, match="reset"):
+        envs.step(np.zeros((2, 2), np.int64))
+    envs.reset(seed=0)
+    with pytest.raises(ValueError, match="shape"):
+        envs.step(np.zeros((2, 3), np.int64))
+    with pytest.raises(ValueError, match="env 1, node_0"):
+        envs.step(np.array([[0, 0], [9, 0]]))
+
+
+def test_the_vector_env_equals_b_single_envs_step_for_step():
+    """Env i seeded seed + i plays exactly what a PettingZoo env reset with that seed plays."""
+    B, rng = 3, np.random.default_rng(1)
+    envs = DiscreteCoREVectorEnv(B, "disabled", **SMALL)
+    singles = [discrete_core_v1.parallel_env(**SMALL) for _ in range(B)]
+    obs, _ = envs.reset(seed=10)
+    single_obs = [env.reset(seed=10 + i)[0] for i, env in enumerate(singles)]
+    steps = 0
+    while not (envs.batch.sim.done.all()):
+        for i, env in enumerate(singles):
+            if env.agents:
+                np.testing.assert_array_equal(obs["observation"][i], np.stack([single_obs[i][a]["observation"] for a in env.possible_agents]))
+        actions = masked(rng, obs["action_mask"])
+        obs, rewards, terminated, truncated, infos = envs.step(actions)
+        for i, env in enumerate(singles):
+            if env.agents:
+                single_obs[i], r, term, _, info = env.step({a: int(actions[i, n]) for n, a in enumerate(env.agents)})
+                assert rewards[i] == r["node_0"] and terminated[i] == term["node_0"]
+                assert all(infos[k][i] == info["node_0"][k] for k in EPISODE_KEYS)
+            else:
+                assert rewards[i] == 0.0 and terminated[i]  # frozen until reset
+        steps += 1
+    assert steps > 40 and all(not env.agents for env in singles)
+
+
+def test_per_env_options_replay_suites_and_workloads():
+    envs = DiscreteCoREVectorEnv(3, "disabled")
+    options = [{"suite": "eval", "root": 0, "episode": 0}, {"suite": "eval", "root": 1, "episode": 2}, {"workload": load_suite("id", "train", 4, 3)}]
+    envs.reset(options=options)
+    expected = [load_suite("id", "train", 0, 0), load_suite("id", "train", 1, 2), load_suite("id", "train", 4, 3)]
+    for got, want in zip(envs.workloads, expected):
+        np.testing.assert_array_equal(got.arrival, want.arrival)
+        np.testing.assert_array_equal(got.target, want.target)
+    with pytest.raises(ValueError, match="one options mapping per environment"):
+        envs.reset(options=options[:2])
+
+
+def test_next_step_autoreset_resets_on_the_following_step_with_zero_reward():
+    envs = DiscreteCoREVectorEnv(2, "next_step", **{**SMALL, "max_cycles": 25})
+    obs, _ = envs.reset(seed=0)
+    zeros = np.zeros((2, 2), np.int64)
+    for _ in range(25):
+        obs, rewards, terminated, truncated, infos = envs.step(zeros)
+    assert truncated.all() and (infos["t"] == 25).all()
+    obs, rewards, terminated, truncated, infos = envs.step(np.ones((2, 2), np.int64))  # ignored: both reset
+    assert (rewards == 0).all() and not (terminated | truncated).any() and (infos["t"] == 0).all()
+    assert (infos["busy_node_steps"] == 0).all()
+
+
+def test_same_step_autoreset_hands_out_the_final_observation_and_statistics():
+    envs = DiscreteCoREVectorEnv(2, "same_step", **{**SMALL, "max_cycles": 25})
+    envs.reset(seed=0)
+    zeros = np.zeros((2, 2), np.int64)
+    for _ in range(24):
+        obs, rewards, terminated, truncated, infos = envs.step(zeros)
+        assert "final_obs" not in infos
+    before = infos["arrived"].copy()
+    obs, rewards, terminated, truncated, infos = envs.step(zeros)
+    assert truncated.all() and infos["_final_obs"].all() and (infos["t"] == 0).all()
+    assert (infos["final_info"]["t"] == 25).all() and (infos["final_info"]["arrived"] >= before).all()
+    assert infos["final_obs"][0]["observation"].shape == obs["observation"][0].shape
+
+
+def test_disabled_autoreset_freezes_finished_envs_until_a_masked_reset():
+    envs = DiscreteCoREVectorEnv(2, "disabled", **{**SMALL, "max_cycles": 10})
+    envs.reset(seed=0)
+    zeros = np.zeros((2, 2), np.int64)
+    for _ in range(12):
+        obs, rewards, terminated, truncated, infos = envs.step(zeros)
+    assert truncated.all() and (infos["t"] == 10).all() and (rewards == 0).all()
+    obs, infos = envs.reset(seed=5, options={"reset_mask": np.array([False, True])})
+    assert list(infos["t"]) == [10, 0] and envs.batch.sim.truncated.tolist() == [True, False]
+
+
+def test_compact_observation_holds_the_same_numbers_as_the_per_node_one():
+    per_node, compact = DiscreteCoREVectorEnv(2, "disabled"), DiscreteCoREVectorEnv(2, "disabled", observation="compact")
+    a, _ = per_node.reset(seed=3)
+    c, _ = compact.reset(seed=3)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        actions = masked(rng, a["action_mask"])
+        a, *_ = per_node.step(actions)
+        c, *_ = compact.step(actions)
+    assert compact.observation_space.contains(c)
+    rebuilt = np.concatenate([c["nodes"], np.broadcast_to(c["global"][:, None], (2, 4, 3)),
+                              np.broadcast_to(c["slots"].reshape(2, 1, -1), (2, 4, c["slots"][0].size))], axis=2)
+    np.testing.assert_array_equal(rebuilt, a["observation"])
+    np.testing.assert_array_equal(c["action_mask"], a["action_mask"])
+    assert c["slots"][..., features.PRESENT].sum() > 0
+
+
+def test_observers_are_told_of_resets_and_steps():
+    class Count:
+        def __init__(self):
+            self.resets, self.steps, self.served = [], 0, 0
+
+        def on_reset(self, batch, envs):
+            self.resets.append(list(envs))
+
+        def on_step(self, batch, outcome):
+            self.steps += 1
+            self.served += int(outcome.served.sum())
+
+    envs = DiscreteCoREVectorEnv(2, "next_step", **{**SMALL, "max_cycles": 5})
+    counter = Count()
+    envs.batch.observers.append(counter)
+    obs, _ = envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        obs, *_ = envs.step(masked(rng, obs["action_mask"]))
+    assert counter.resets == [[0, 1], [0, 1]] and counter.steps == 6 and counter.served > 0
+
+
+def test_resetting_one_env_onto_a_larger_workload_leaves_the_others_untouched():
+    envs = DiscreteCoREVectorEnv(2, "disabled")
+    envs.reset(options=[{"workload": load_suite("id", "train", 0, 0)}] * 2)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        envs.step(masked(rng, envs.action_masks()))
+    sim = envs.batch.sim
+    kept = {name: getattr(sim, name)[1].copy() for name in ("task", "steps", "progress", "t", "history")}
+    big = load_suite("id", "x2", 0, 0)
+    assert len(big) + 1 > sim._task_stride  # forces the arrays to grow
+    envs.reset(options={"reset_mask": np.array([True, False]), "workload": big})
+    for name, value in kept.items():
+        np.testing.assert_array_equal(getattr(sim, name)[1][..., : value.shape[-1]] if name == "history" else getattr(sim, name)[1], value)
+    assert sim.t[0] == 0 and sim.workloads[0] is big
