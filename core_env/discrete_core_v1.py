@@ -79,6 +79,22 @@ never hard-code offsets. Empty slots are all zeros; loss features are 0 before a
 future curve) is encoded. `action_mask` (int8): `mask[0] = 1` always; `mask[k] = 1` iff slot k − 1
 holds an active task. `state()` is the global features plus the slot table.
 
+**Parsing observations.** `core_env.observation.parse_observation(observation, n_slots, history=None)`
+splits a (B, N, D) or (N, D) observation into a `ParsedObservation` of named fields (views, no copies):
+`node_index`, `speed`, `last_slot` (−1 idle) per node; `time`, `arrival_window_left`, `active_share`; the
+slot table `slots` (B, K, F) with `present`, `age`, `steps_to_deadline`, `node_steps` (integer steps),
+`target`, `log_gap`, `log_losses` (B, K, H), `served_last`, …; `extra` holds columns appended per slot (e.g.
+predictor features; pass `history` to separate them). H is inferred from D; a D that does not fit raises
+ValueError. `ParsedObservation.from_parts(nodes, global_, slots)` builds the same from the three parts.
+
+```python
+obs, _ = env.reset(seed=0)
+rows = np.stack([obs[a]["observation"] for a in env.agents])     # (N, D)
+parsed = parse_observation(rows, env.unwrapped.config.n_slots)
+urgent = parsed.present & (parsed.steps_to_deadline < 10)         # (K,) bool
+print(parsed.history, parsed.log_losses[urgent])                  # H, their last H log losses
+```
+
 **Full histories.** Fixed-size observations hold only the last H losses. The unwrapped parallel env
 exposes `reported_history(slot)` (every loss the slot's task has reported, oldest first, a copy) and
 `slot_task(slot)` (the task's index in the episode's workload, -1 if empty) for observation wrappers and

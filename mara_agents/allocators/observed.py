@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core_env import features
-from mara_agents.heuristics.base import slot_features
+from core_env.observation import parse_observation
 from mara_agents.predictors.cache import SlotTasks
 
 
@@ -44,13 +43,13 @@ class ObservedTasks:
 
     def update(self, observation: np.ndarray, n_slots: int) -> None:
         """Read one step's observation (B, N, D) (:func:`core_env.features.observations` layout)."""
+        if np.ndim(observation) != 3:
+            raise ValueError(f"observation must have shape (B, N, D), got {np.shape(observation)}")
         if self._shape is None or self._shape != (observation.shape[0], n_slots):
             self.reset(observation.shape[0], n_slots)
-        table = slot_features(observation, n_slots).astype(np.float64)
-        history_len = table.shape[2] - features.slot_width(0)
-        present = table[..., features.PRESENT] > 0.5
-        age = np.rint(table[..., features.AGE] * features.TIME_SCALE).astype(np.int64)
-        steps = np.rint(table[..., features.NODE_STEPS] * features.TIME_SCALE).astype(np.int64)
+        parsed = parse_observation(observation, n_slots)
+        history_len = parsed.history
+        present, age, steps = parsed.present, parsed.age, parsed.node_steps
         new = present & ~(self.active & (age == self.age + 1))
         if new.any():
             count = int(np.count_nonzero(new))
@@ -62,12 +61,13 @@ class ObservedTasks:
             raise ValueError("observations skipped a step (a task received more reports than the observed history holds, "
                              "or fewer than before): call update() with every observation")
         if received.any():
-            self._append(table, received, history_len)
+            self._append(parsed.log_losses.astype(np.float64), received)
         self.active, self.age, self.steps = present, np.where(present, age, -1), np.where(present, steps, 0)
-        self.budget = np.where(present, np.rint(table[..., features.STEPS_TO_DEADLINE] * features.TIME_SCALE), 0).astype(np.int64)
-        self.target = np.where(present, np.exp(table[..., features.LOG_TARGET]), 1.0)
+        self.budget = np.where(present, parsed.steps_to_deadline, 0)
+        self.target = parsed.target
 
-    def _append(self, table: np.ndarray, received: np.ndarray, history_len: int) -> None:
+    def _append(self, log_losses: np.ndarray, received: np.ndarray) -> None:
+        """Append each task's ``received`` newest reports, read from ``log_losses`` (B, K, H) (newest first)."""
         need = int((self.steps + received).max())
         if need > self.history.shape[2]:
             grown = np.ones(self.history.shape[:2] + (max(need, 2 * self.history.shape[2]),))
@@ -75,7 +75,7 @@ class ObservedTasks:
             self.history = grown
         for j in range(int(received.max())):  # report j back from the newest, newest first in the table
             b, k = np.nonzero(received > j)
-            self.history[b, k, self.steps[b, k] + received[b, k] - 1 - j] = np.exp(table[b, k, features.HISTORY_START + j])
+            self.history[b, k, self.steps[b, k] + received[b, k] - 1 - j] = np.exp(log_losses[b, k, j])
 
     @property
     def last_loss(self) -> np.ndarray:

@@ -1,9 +1,10 @@
-"""What the priority heuristics share: reading slot features and serving slots in priority order.
+"""What the priority heuristics share: serving slots in priority order.
 
 Every heuristic here is "rank the admitted tasks, give the first N to nodes 0..N-1": it differs only
 in its ranking (:meth:`PriorityAgent.priority`) and, for oracle agents, in which tasks it admits
 (:meth:`PriorityAgent.admit`). Admission is separate from ordering, so EDF with admission control is
-EDF plus one override, not a second copy.
+EDF plus one override, not a second copy. They read observations with
+:func:`core_env.observation.parse_observation`.
 """
 
 from __future__ import annotations
@@ -12,27 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from core_env import features
 from mara_agents.protocols import Agent
-
-# Indices into one slot's features (named in core_env.features.SLOT_FEATURES).
-AGE, STEPS_TO_DEADLINE = features.AGE, features.STEPS_TO_DEADLINE
-#: Node and global features that precede the slot table in an observation.
-_SLOT_TABLE_START = features.SLOT_TABLE_START
-
-
-def slot_features(observation: np.ndarray, n_slots: int) -> np.ndarray:
-    """(B, K, F) the slot table of an observation (node 0's copy: every node sees the same table)."""
-    B, _, D = observation.shape
-    width, rest = divmod(D - _SLOT_TABLE_START, n_slots)
-    if rest or width < features.slot_width(1):
-        raise ValueError(f"observation length {D} does not fit the core_env layout with K={n_slots} slots")
-    return observation[:, 0, _SLOT_TABLE_START:].reshape(B, n_slots, width)
-
-
-def slot_steps(observation: np.ndarray, n_slots: int, index: int) -> np.ndarray:
-    """(B, K) int64 a step-count slot feature (age, steps to deadline, ...), unscaled."""
-    return np.rint(slot_features(observation, n_slots)[..., index] * features.TIME_SCALE).astype(np.int64)
 
 
 def serve_in_order(priority: np.ndarray, admitted: np.ndarray, n_nodes: int, tier: np.ndarray | None = None) -> np.ndarray:

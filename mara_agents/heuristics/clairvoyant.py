@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from mara_agents.heuristics.base import STEPS_TO_DEADLINE, slot_steps
+from core_env.observation import parse_observation
 from mara_agents.heuristics.edf import EDF
 from mara_agents.protocols import REMAINING_DEMAND
 
@@ -28,4 +28,4 @@ class Clairvoyant(EDF):
         remaining = np.asarray(oracle[REMAINING_DEMAND])
         if remaining.shape != active.shape:
             raise ValueError(f"oracle[{REMAINING_DEMAND!r}] must have shape (B, K) = {active.shape}, got {remaining.shape}")
-        return active & (remaining <= slot_steps(observation, active.shape[1], STEPS_TO_DEADLINE))
+        return active & (remaining <= parse_observation(observation, active.shape[1]).steps_to_deadline)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from mara_agents.heuristics.base import STEPS_TO_DEADLINE, PriorityAgent, slot_steps
+from core_env.observation import parse_observation
+from mara_agents.heuristics.base import PriorityAgent
 
 
 class EDF(PriorityAgent):
     """Earliest deadline first (ties by slot)."""
 
     def priority(self, observation: np.ndarray, n_slots: int) -> np.ndarray:
-        return slot_steps(observation, n_slots, STEPS_TO_DEADLINE)
+        return parse_observation(observation, n_slots).steps_to_deadline

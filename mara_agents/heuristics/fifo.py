@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from mara_agents.heuristics.base import AGE, PriorityAgent, slot_steps
+from core_env.observation import parse_observation
+from mara_agents.heuristics.base import PriorityAgent
 
 
 class FIFO(PriorityAgent):
     """First in, first out by task age (ties by slot)."""
 
     def priority(self, observation: np.ndarray, n_slots: int) -> np.ndarray:
-        return -slot_steps(observation, n_slots, AGE)
+        return -parse_observation(observation, n_slots).age

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core_env.features import NODE_STEPS
-from mara_agents.heuristics.base import AGE, PriorityAgent, slot_steps
+from core_env.observation import parse_observation
+from mara_agents.heuristics.base import PriorityAgent
 
 
 class LAS(PriorityAgent):
@@ -16,5 +16,5 @@ class LAS(PriorityAgent):
     """
 
     def priority(self, observation: np.ndarray, n_slots: int) -> np.ndarray:
-        attained = slot_steps(observation, n_slots, NODE_STEPS)
-        return attained * 100_000 - slot_steps(observation, n_slots, AGE)
+        parsed = parse_observation(observation, n_slots)
+        return parsed.node_steps * 100_000 - parsed.age

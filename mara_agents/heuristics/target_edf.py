@@ -11,20 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from core_env import features
-from mara_agents.heuristics.base import STEPS_TO_DEADLINE, slot_features, slot_steps
+from core_env.observation import parse_observation
 from mara_agents.heuristics.window_edf import WindowEDF
-
-LOG_TARGET = features.SLOT_FEATURES.index("log_target")
 
 
 class TargetEDF(WindowEDF):
     """Window-EDF admission; among admitted tasks, the highest target first, then the earliest deadline."""
 
     def priority(self, observation: np.ndarray, n_slots: int) -> np.ndarray:
-        target = slot_features(observation, n_slots)[..., LOG_TARGET].astype(np.float64)
-        deadline = slot_steps(observation, n_slots, STEPS_TO_DEADLINE)
-        order = np.lexsort((deadline, -target), axis=1)  # highest target first, then earliest deadline
+        parsed = parse_observation(observation, n_slots)
+        order = np.lexsort((parsed.steps_to_deadline, -parsed.log_target), axis=1)  # highest target first, then earliest deadline
         rank = np.empty_like(order)
         np.put_along_axis(rank, order, np.broadcast_to(np.arange(n_slots), order.shape).copy(), axis=1)
         return rank

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core_env.features import NODE_STEPS
-from mara_agents.heuristics.base import AGE, STEPS_TO_DEADLINE, slot_steps
+from core_env.observation import parse_observation
 from mara_agents.heuristics.edf import EDF
 
 #: Factor fitted on seeded v1 ``id`` train workloads at the training load (grid 0.1, 0.2, ..., 1.5).
@@ -31,8 +30,8 @@ class WindowEDF(EDF):
         self.factor = factor
 
     def demoted(self, observation: np.ndarray, admitted: np.ndarray) -> np.ndarray:
-        n_slots = admitted.shape[1]
-        left = slot_steps(observation, n_slots, STEPS_TO_DEADLINE)
-        window = slot_steps(observation, n_slots, AGE) + left
-        guess = self.factor * window - slot_steps(observation, n_slots, NODE_STEPS)
+        parsed = parse_observation(observation, admitted.shape[1])
+        left = parsed.steps_to_deadline
+        window = parsed.age + left
+        guess = self.factor * window - parsed.node_steps
         return admitted & (guess > left)

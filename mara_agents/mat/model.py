@@ -51,6 +51,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core_env import features
+from core_env.observation import parse_observation as parse_env_observation
 from mara_agents.functional import linear, norm
 
 #: Predictor feature sets a model can be trained on (None: env features only).
@@ -59,6 +60,7 @@ PREDICTOR_CHOICES = ("fm", "wls", None)
 PREDICTOR_FEATURES = 3
 #: Inputs of a node token: node index, speed, idle last step, then the 3 global features.
 NODE_INPUTS = 3 + features.GLOBAL_FEATURES
+_LAST_SLOT = features.NODE_FEATURE_NAMES.index("last_slot")  # replaced by the idle flag in a node token
 #: How :meth:`MATModel.act` decodes (both give the same actions).
 DECODINGS = ("auto", "node-by-node", "fixed-point")
 _MASKED = -1e9  # logit of a masked action: exp() underflows to exactly 0 in float32
@@ -146,15 +148,16 @@ def parse_observation(observation: np.ndarray | torch.Tensor, n_slots: int, conf
     if predictions is not None and (not config.predictor or np.shape(predictions) != (B, PREDICTOR_FEATURES * n_slots)):
         raise ValueError(f"predictions must be (B, 3K) = {(B, PREDICTOR_FEATURES * n_slots)} features for a model that reads them "
                          f"(this one reads {config.predictor!r}), got {np.shape(predictions)}")
-    start, width = features.SLOT_TABLE_START, features.slot_width(config.history)
-    table = obs[:, 0, start : start + n_slots * width].reshape(B, n_slots, width)
+    parsed = parse_env_observation(obs, n_slots, config.history)
     if config.predictor:
-        extra = obs[:, 0, start + n_slots * width :] if predictions is None else np.asarray(predictions, dtype=np.float32)
-        table = np.concatenate([table, extra.reshape(B, n_slots, PREDICTOR_FEATURES)], axis=2)
+        extra = parsed.extra if predictions is None else np.asarray(predictions, dtype=np.float32).reshape(B, n_slots, PREDICTOR_FEATURES)
+        table = np.concatenate([parsed.slots, extra], axis=2)
     else:
-        table = table.copy()  # tokens never share memory with the caller's observation
-    last = np.rint(obs[..., 2] * np.float32(n_slots)).astype(np.int64) - 1
-    nodes = np.concatenate([obs[..., :2], (last < 0)[..., None].astype(np.float32), obs[..., features.NODE_FEATURES : start]], axis=2)
+        table = parsed.slots.copy()  # tokens never share memory with the caller's observation
+    last = parsed.last_slot
+    # Node token: the node features with "slot served last step" replaced by "idle last step", then the global ones.
+    nodes = np.concatenate([parsed.nodes, np.broadcast_to(parsed.global_[:, None], (B, parsed.n_nodes, features.GLOBAL_FEATURES))], axis=2)
+    nodes[..., _LAST_SLOT] = last < 0
     return Tokens(torch.from_numpy(nodes), torch.from_numpy(table), torch.from_numpy(last))
 
 
