@@ -135,9 +135,10 @@ class DiscreteCoREParallelEnv(ParallelEnv):
         return {a: {"observation": o, "action_mask": m} for a, o, m in zip(self.possible_agents, obs, mask)}
 
     def _infos(self) -> dict[str, dict[str, float]]:
-        stats = self.episode.statistics()
-        stats["potential"] = self.episode.potential()
-        conflict, invalid = self.episode.node_flag_lists()
+        batch = self.episode.batch
+        stats = batch.sim.statistics_of(0)
+        stats["potential"] = float(batch.sim.potential[0])
+        conflict, invalid = batch.node_flag_lists(0)
         return {a: {**stats, "conflict": c, "invalid_action": i} for a, c, i in zip(self.possible_agents, conflict, invalid)}
 
     def state(self) -> np.ndarray:

@@ -78,6 +78,7 @@ class StepOutcome:
 
 
 _INT64 = np.dtype(np.int64)
+_STATS_AND_CLOCK = dynamics.N_ACTIVE + 1  # the rows of _env that statistics_of reads: STATS, t, …, n_active
 #: What an empty slot holds (the slots at reset, in the order of INT_FIELDS and FLOAT_FIELDS).
 _EMPTY_INT = (-1, 0, 0, 0, 0, 1, NEVER, 0, -1)
 _EMPTY_FLOAT = (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -345,9 +346,8 @@ at its (j + 1)-th service and ``log_history`` its log (floored at LOSS_FLOOR), a
     def statistics_of(self, b: int) -> dict[str, int | float]:
         """:meth:`episode_statistics` of environment ``b`` as plain Python numbers (the same values), keyed
         in the order of :data:`core_env.episode.EPISODE_KEYS`."""
-        arrived, completed, failed, rejected, switches, busy, wasted, conflicts, invalid = self._env[: len(STATS), b].tolist()
-        t = int(self.t[b])
+        arrived, completed, failed, rejected, switches, busy, wasted, conflicts, invalid, t, _, _, active = self._env[:_STATS_AND_CLOCK, b].tolist()
         return {"arrived": arrived, "completed": completed, "failed": failed, "rejected": rejected,
-                "completion_rate": completed / arrived if arrived > 0 else 0.0, "active": int(self.n_active[b]),
+                "completion_rate": completed / arrived if arrived > 0 else 0.0, "active": active,
                 "node_utilization": busy / (self.N * max(t, 1)), "busy_node_steps": busy, "wasted_node_steps": wasted,
                 "switches": switches, "conflicts": conflicts, "invalid_actions": invalid, "t": t}

@@ -80,6 +80,7 @@ class EnvBatch:
         self._outcome: StepOutcome | None = None
         self.started = False
         self._observed: tuple[np.ndarray, np.ndarray] | None = None
+        self._history = config.history
         self._obs_shape = (self.B, self.N, features.obs_dim(self.K, config.history))
         self._mask_shape = (self.B, self.N, self.K + 1)
 
@@ -127,18 +128,19 @@ class EnvBatch:
         sim = self.sim
         actions = sim.prepare(actions)
         if observe:
-            obs, mask = self._empty_observation()
-            sim.raise_for(step_and_observe(actions, sim._i64, sim._f64, sim._b8, sim._layout, sim.bank.cum, sim.bank.slope,
-                                           self.config.history, obs, mask), actions)
-            self._observed = obs, mask
+            obs, mask = np.empty(self._obs_shape, np.float32), np.empty(self._mask_shape, np.int8)
+            result = step_and_observe(actions, sim._i64, sim._f64, sim._b8, sim._layout, sim.bank.cum, sim.bank.slope, self._history, obs, mask)
+            observed = obs, mask
         else:
-            sim.raise_for(dynamics.step_packed(actions, sim._i64, sim._f64, sim._b8, sim._layout, sim.bank.cum, sim.bank.slope), actions)
-            self._observed = None
-        self._stepped, self._outcome = True, None
-        reward = sim.reward.copy()
-        for observer in self.observers:
-            observer.on_step(self, self.last_outcome)
-        return reward
+            result = dynamics.step_packed(actions, sim._i64, sim._f64, sim._b8, sim._layout, sim.bank.cum, sim.bank.slope)
+            observed = None
+        if result[0]:
+            sim.raise_for(result, actions)
+        self._stepped, self._outcome, self._observed = True, None, observed
+        if self.observers:
+            for observer in self.observers:
+                observer.on_step(self, self.last_outcome)
+        return sim.reward.copy()
 
     @property
     def last_outcome(self) -> StepOutcome | None:
@@ -166,7 +168,7 @@ class EnvBatch:
             observed, self._observed = self._observed, None
             return observed
         obs, mask = self._empty_observation()
-        features.packed_observations(self.sim._i64, self.sim._f64, self.sim._b8, self.sim._layout, self.config.history, obs, mask)
+        features.packed_observations(self.sim._i64, self.sim._f64, self.sim._b8, self.sim._layout, self._history, obs, mask)
         return obs, mask
 
     def _empty_observation(self) -> tuple[np.ndarray, np.ndarray]:
