@@ -20,24 +20,27 @@ from core_env.config import make_config
 from core_env.episode import Episode
 from core_env.render import render
 from core_env.sim import InvalidActionError
+from core_env.vector import OBSERVATIONS, single_observation_space
 
 
 class DiscreteCoREEnv(gym.Env):
-    """Discrete-node CoRE-Learning, centralized (keyword arguments: see :class:`EnvConfig`)."""
+    """Discrete-node CoRE-Learning, centralized (keyword arguments: see :class:`EnvConfig`).
+
+    ``observation="compact"`` returns the slot table once instead of once per node:
+    ``{"nodes": (N, 3), "global": (3,), "slots": (K, F), "action_mask": (N, K + 1)}`` (docs/env.md, Vector env).
+    """
 
     metadata = {"render_modes": ["ansi", "rgb_array", "human"], "render_fps": 4}
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, observation: str = "per_node", **kwargs: Any) -> None:
+        if observation not in OBSERVATIONS:
+            raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
         config = make_config(**kwargs)
         self.episode = Episode(config)
         self.render_mode = config.render_mode
-        n, k = config.n_nodes, config.n_slots
-        d = features.obs_dim(k, config.history)
-        self.observation_space = spaces.Dict({
-            "observation": spaces.Box(-features.OBS_BOUND, features.OBS_BOUND, (n, d), np.float32),
-            "action_mask": spaces.Box(0, 1, (n, k + 1), np.int8),
-        })
-        self.action_space = spaces.MultiDiscrete([k + 1] * n)
+        self.observation_kind = observation
+        self.observation_space = single_observation_space(config, observation)
+        self.action_space = spaces.MultiDiscrete([config.n_slots + 1] * config.n_nodes)
 
     @property
     def config(self):
@@ -67,6 +70,8 @@ class DiscreteCoREEnv(gym.Env):
         return self._observation(), reward, self.episode.terminated, self.episode.truncated, self._info()
 
     def _observation(self) -> dict[str, np.ndarray]:
+        if self.observation_kind == "compact":
+            return {key: value[0] for key, value in self.episode.batch.observe_compact().items()}
         obs, mask = self.episode.observe()
         return {"observation": obs, "action_mask": mask}
 

@@ -176,3 +176,22 @@ def test_resetting_one_env_onto_a_larger_workload_leaves_the_others_untouched():
     for name, value in kept.items():
         np.testing.assert_array_equal(getattr(sim, name)[1][..., : value.shape[-1]] if name == "history" else getattr(sim, name)[1], value)
     assert sim.t[0] == 0 and sim.workloads[0] is big
+
+
+def test_the_gymnasium_view_offers_the_compact_observation_too():
+    from gymnasium.utils.env_checker import check_env
+
+    per_node = gym.make(core_env.GYM_ID)
+    compact = gym.make(core_env.GYM_ID, observation="compact")
+    check_env(compact, skip_render_check=True)
+    a, _ = per_node.reset(seed=4)
+    c, _ = compact.reset(seed=4)
+    for _ in range(10):
+        actions = np.argmax(a["action_mask"], axis=-1)
+        a, *_ = per_node.step(actions)
+        c, *_ = compact.step(actions)
+    assert compact.observation_space.contains(c)
+    np.testing.assert_array_equal(a["observation"][1], np.concatenate([c["nodes"][1], c["global"], c["slots"].ravel()]))
+    assert per_node.action_masks().shape == (4 * 17,)  # reachable through gym.make (sb3-contrib's convention)
+    with pytest.raises(ValueError, match="observation"):
+        gym.make(core_env.GYM_ID, observation="dense")
