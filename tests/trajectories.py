@@ -78,35 +78,30 @@ def record_case(kwargs: dict, reset, rule: str) -> dict[str, np.ndarray]:
 
 
 def record_batched(kwargs: dict, options: list[dict]) -> dict[str, np.ndarray]:
-    """B environments stepped together (uniform actions, so invalid choices and conflicts occur)."""
-    from core_env import features
-    from core_env.config import make_config
-    from core_env.reward import TeamReward
-    from core_env.sim import Simulator
-    from core_env.workload import select_workload
+    """B environments stepped together (uniform actions, so invalid choices and conflicts occur).
 
-    config = make_config(**kwargs)
-    workloads = [select_workload(config, np.random.default_rng(0), o) for o in options]
-    sim = Simulator(config, len(workloads))
-    sim.reset(workloads)
-    reward = TeamReward(config.reward, config.kappa)
-    reward.reset(sim)
+    Recorded on the numpy ``Simulator`` + ``TeamReward`` + ``features.observations``; replayed on the
+    public vector env (``autoreset_mode="disabled"``: finished environments are frozen, reward 0).
+    """
+    from core_env.vector import EPISODE_KEYS, DiscreteCoREVectorEnv
+
+    envs = DiscreteCoREVectorEnv(len(options), "disabled", **kwargs)
+    observation, _ = envs.reset(seed=0, options=options)
     rng = np.random.default_rng(777)
     out = {k: [] for k in ("actions", "rewards", "done", "stats", "masks", "obs", "obs_steps")}
     t = 0
-    while not sim.done.all():
-        obs, mask = features.observations(sim, config.history)
+    while not envs.batch.sim.done.all():
+        obs, mask = observation["observation"], observation["action_mask"]
         if t % OBS_EVERY == 0:
             out["obs"].append(obs)
             out["obs_steps"].append(t)
         out["masks"].append(mask)
         actions = choose("uniform", rng, mask)
         out["actions"].append(actions)
-        outcome = sim.step(actions)
-        out["rewards"].append(reward(sim, outcome))
-        out["done"].append(np.stack([sim.terminated, sim.truncated]))
-        stats = sim.episode_statistics()
-        out["stats"].append(np.stack([np.asarray(stats[k], np.float64) for k in sorted(stats)]))
+        observation, rewards, terminated, truncated, infos = envs.step(actions)
+        out["rewards"].append(rewards)
+        out["done"].append(np.stack([terminated, truncated]))
+        out["stats"].append(np.stack([np.asarray(infos[k], np.float64) for k in sorted(EPISODE_KEYS)]))
         t += 1
     dtypes = {"actions": np.int16, "masks": np.int8, "obs_steps": np.int64, "done": bool, "obs": np.float32}
     return {k: np.asarray(v, dtype=dtypes.get(k, np.float64)) for k, v in out.items()}
