@@ -36,12 +36,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from benchmarks.agents import make_agent
-from core_env import features
 from core_env.config import LOADS, EnvConfig
 from core_env.curves import bank_for
-from core_env.sim import Simulator
+from core_env.vector import DiscreteCoREVectorEnv
 from core_env.workload import Workload, draw_workload
 from mara_agents.protocols import REMAINING_DEMAND, DemandSummary, Predictor
+from mara_agents.rollout import play
 
 #: Cap of the capped MAE and of the probes' medians, in node-steps (the FM horizon).
 CAP = 120
@@ -133,8 +133,9 @@ class DecisionPoints:
 def collect(policy: str, workloads: Sequence[Workload], config: EnvConfig, episodes: Sequence | None = None) -> DecisionPoints:
     """Roll ``policy`` out on ``workloads`` (one batch, to the end) and record every decision point.
 
-    The loop is :func:`benchmarks.rollout.run_agent`'s (the same observations, oracle and steps), with
-    the points read from the simulator before each action and the reports from each step's outcome.
+    The loop is :func:`mara_agents.rollout.play` on the vector env, as in :func:`benchmarks.rollout.run_agent`
+    (the same observations, oracle and steps), with the points read from the batch's (read-only) simulator
+    arrays before each action and the reports from each step's outcome (a batch observer).
     """
     if not workloads:
         raise ValueError("collect needs at least one workload")
@@ -142,26 +143,34 @@ def collect(policy: str, workloads: Sequence[Workload], config: EnvConfig, episo
     if len(episodes) != len(workloads):
         raise ValueError(f"got {len(episodes)} episode ids for {len(workloads)} workloads")
     agent = make_agent(policy)
-    sim = Simulator(config, len(workloads))
-    sim.reset(workloads)
-    agent.reset(sim.B, sim.N, sim.K)
+    envs = DiscreteCoREVectorEnv(len(workloads), autoreset_mode="disabled", config=config)
+    sim = envs.batch.sim  # read-only: the points' hidden truth
     points: dict[str, list[np.ndarray]] = {name: [] for name in ("episode", "task", "step", "reports", "window", "target", "truth")}
     reported: dict[str, list[np.ndarray]] = {"episode": [], "task": [], "loss": []}
-    while not sim.done.all():
-        observation, action_mask = features.observations(sim, config.history)
-        demand = sim.remaining_demand()
+    slot_task: list[np.ndarray] = []  # the task in each slot when the last actions were chosen
+
+    def act(observation: np.ndarray, action_mask: np.ndarray) -> np.ndarray:
+        demand = envs.remaining_demand()
         b, k = np.nonzero(sim.has_report & ~sim.done[:, None])
         for name, value in (("episode", b), ("task", sim.task[b, k]), ("step", sim.t[b]), ("reports", sim.steps[b, k]),
                             ("window", sim.deadline[b, k] - sim.t[b]), ("target", sim.target[b, k]), ("truth", demand[b, k])):
             points[name].append(np.array(value))
-        oracle = {REMAINING_DEMAND: demand} if agent.needs_oracle else None
-        actions = agent.act(observation, action_mask, oracle)
-        slot_task = sim.task.copy()
-        outcome = sim.step(actions)
-        b, k = np.nonzero(outcome.served)
-        reported["episode"].append(b)
-        reported["task"].append(slot_task[b, k])
-        reported["loss"].append(outcome.reported[b, k])
+        slot_task[:] = [sim.task.copy()]
+        return agent.act(observation, action_mask, {REMAINING_DEMAND: demand} if agent.needs_oracle else None)
+
+    class Reports:  # an observer of the batch: what every step reported
+        def on_reset(self, batch, envs) -> None:
+            pass
+
+        def on_step(self, batch, outcome) -> None:
+            b, k = np.nonzero(outcome.served)
+            reported["episode"].append(b)
+            reported["task"].append(slot_task[0][b, k])
+            reported["loss"].append(outcome.reported[b, k])
+
+    envs.batch.observers.append(Reports())
+    agent.reset(len(workloads), envs.batch.N, envs.batch.K)
+    play(envs, act, workloads)
     cat = {name: np.concatenate(values) for name, values in points.items()}
     rep = {name: np.concatenate(values) for name, values in reported.items()}
     stride = max(len(w) for w in workloads) + 1

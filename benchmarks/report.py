@@ -41,11 +41,10 @@ from benchmarks.agents import is_external, trained_on, weights_id
 from benchmarks.ceiling_cells import MILP
 from benchmarks.cells import EPISODE_STATS, CellStore, run_cells
 from benchmarks.paper import BOUND, SuiteSpec, for_task_set, for_trace, rows_to_run, specs, summarize
-from core_env import features
 from core_env.config import EnvConfig
-from core_env.sim import Simulator
+from core_env.vector import DiscreteCoREVectorEnv
 from core_env.workload import load_suite
-from mara_agents.protocols import REMAINING_DEMAND
+from mara_agents.rollout import agent_policy, play
 
 
 def machine() -> dict[str, Any]:
@@ -243,16 +242,17 @@ def node_trace(row: str, seed: int = 0, task_set: str = "id", load: str = "train
     from benchmarks.agents import make_agent
 
     config = EnvConfig(task_set=task_set, load=load)
-    sim, agent = Simulator(config, 1), make_agent(row, seed)
-    sim.reset([load_suite(task_set, load, root, episode)])
-    agent.reset(1, sim.N, sim.K)
-    trace = []
-    while not sim.done.all():
-        observation, mask = features.observations(sim, config.history)
-        actions = agent.act(observation, mask, {REMAINING_DEMAND: sim.remaining_demand()} if agent.needs_oracle else None)[0]
-        trace.append(np.where(actions > 0, sim.task[0, np.maximum(actions - 1, 0)], -1))
-        sim.step(actions[None])
-    return np.array(trace).T, float(sim.episode_statistics()["completion_rate"][0])
+    envs, agent = DiscreteCoREVectorEnv(1, autoreset_mode="disabled", config=config), make_agent(row, seed)
+    policy, trace = agent_policy(agent, envs), []
+
+    def act(observation: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        actions = policy(observation, mask)
+        tasks = np.array([envs.slot_task(0, k) for k in range(envs.batch.K)])
+        trace.append(np.where(actions[0] > 0, tasks[np.maximum(actions[0] - 1, 0)], -1))
+        return actions
+
+    played = play(envs, act, [load_suite(task_set, load, root, episode)])
+    return np.array(trace).T, float(played.infos["completion_rate"][0])
 
 
 def gantt_figure(rows: Sequence[str], plt) -> bytes:

@@ -29,6 +29,8 @@ import torch
 from core_env import features
 from core_env.npz import write_atomic
 from mara_agents.mat.model import MATModel, Tokens, autoregressive_masks
+from mara_agents.predictors.features import predictor_observation
+from mara_agents.rollout import Transition, agent_policy, play
 
 DEMONSTRATIONS_FILE = "demonstrations.pt"
 DEMONSTRATIONS_FORMAT = "mara_agents.mat.demonstrations/1"
@@ -98,30 +100,28 @@ class Demonstrations:
         return cls(state["data"], state["info"])
 
 
-def collect_demonstrations(teacher, group, workloads: list, parse, max_samples: int | None = None) -> Demonstrations:
-    """Play ``workloads`` to the end with ``teacher`` on ``group`` (an EnvGroup of len(workloads) envs).
+def collect_demonstrations(teacher, envs, workloads: list, parse, max_samples: int | None = None) -> Demonstrations:
+    """Play ``workloads`` to the end with ``teacher`` on ``envs`` (:func:`mara_agents.rollout.play`).
 
     Args:
         teacher: a non-oracle :class:`~mara_agents.protocols.Agent` acting on plain env observations.
-        group: the trainer's EnvGroup (its observe() gives the student's observations, its reward the
-            student's reward).
+        envs: the trainer's vector env of len(workloads) environments (:func:`mara_agents.mat.ppo.training_envs`:
+            its predictor features give the student's observations, its reward the student's reward).
         parse: (B, N, D) student observations -> Tokens.
         max_samples: keep at most this many (step, env) samples, drawn evenly (None: all).
     """
-    sim = group.sim
-    group.reset(workloads)
-    teacher.reset(sim.B, sim.N, sim.K)
+    plain = features.obs_dim(envs.batch.K, envs.config.history)  # the env part of the student's observation (features follow it)
+    policy = agent_policy(teacher, envs)
     steps: list[dict[str, torch.Tensor]] = []
-    started = time.perf_counter()
-    while not sim.done.all():
-        student_obs, env_mask = group.observe()
-        plain_obs = student_obs[..., : features.obs_dim(sim.K, group.config.history)]  # the env part (features follow it)
-        actions = torch.from_numpy(np.asarray(teacher.act(plain_obs, env_mask), dtype=np.int64))
-        tokens = parse(student_obs)
-        reward, live, _ = group.step(actions.numpy())
+
+    def record(step: Transition) -> None:
+        tokens, actions = parse(step.observation), torch.from_numpy(np.asarray(step.actions, dtype=np.int64))
         steps.append({"nodes": tokens.nodes.half(), "slots": tokens.slots.half(), "last": tokens.last,
-                      "masks": autoregressive_masks(torch.from_numpy(env_mask.astype(bool)), actions), "actions": actions,
-                      "reward": torch.from_numpy(reward).float(), "live": torch.from_numpy(live)})
+                      "masks": autoregressive_masks(torch.from_numpy(step.action_mask.astype(bool)), actions), "actions": actions,
+                      "reward": torch.from_numpy(step.rewards).float(), "live": torch.from_numpy(step.live)})
+
+    started = time.perf_counter()
+    played = play(envs, lambda observation, mask: policy(observation[..., :plain], mask), workloads, observe=predictor_observation, on_step=record)
     rewards = torch.stack([s["reward"] for s in steps])  # (T, B)
     returns = rewards.flip(0).cumsum(0).flip(0)  # γ = 1: return-to-go
     live = torch.stack([s["live"] for s in steps])
@@ -130,9 +130,8 @@ def collect_demonstrations(teacher, group, workloads: list, parse, max_samples: 
     if max_samples is not None and len(data["actions"]) > max_samples:
         keep = torch.linspace(0, len(data["actions"]) - 1, max_samples).round().long()
         data = {key: value[keep] for key, value in data.items()}
-    stats = sim.episode_statistics()
-    info = {"episodes": sim.B, "samples": int(data["actions"].shape[0]), "seconds": round(time.perf_counter() - started, 1),
-            "teacher_completion": float(np.mean(stats["completion_rate"]))}
+    info = {"episodes": envs.num_envs, "samples": int(data["actions"].shape[0]), "seconds": round(time.perf_counter() - started, 1),
+            "teacher_completion": float(np.mean(played.infos["completion_rate"]))}
     return Demonstrations(data, info)
 
 

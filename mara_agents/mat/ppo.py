@@ -10,8 +10,9 @@ shaped). Rerunning the same command resumes from ``OUT/train_state.pt``.
 
 One iteration:
 
-1. **Rollout.** ``num_envs`` environments on the batched simulator, split into ``env_groups`` groups
-   (one :class:`core_env.sim.Simulator` each, staggered in episode phase). Every environment plays
+1. **Rollout.** ``num_envs`` environments, split into ``env_groups`` groups (one
+   :class:`core_env.vector.DiscreteCoREVectorEnv` each, autoreset disabled, staggered in episode phase),
+   played by :func:`mara_agents.rollout.play`. Every environment plays
    seeded workloads drawn from the task set's *train* curves at the training load (never the
    evaluation suites); a group whose episodes have all ended starts fresh ones. Environments whose
    episode ended before the rest of their group are frozen and masked out of the loss. The policy
@@ -51,15 +52,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from core_env import features
 from core_env.config import EnvConfig
 from core_env.npz import write_atomic
 from core_env.recipe import DEFAULT_RECIPE
-from core_env.reward import TeamReward
-from core_env.sim import Simulator
+from core_env.vector import DiscreteCoREVectorEnv
 from core_env.workload import Workload, draw_workload
+from mara_agents import rollout
 from mara_agents.mat.agent import POLICY_FILE, make_predictor, save_policy
 from mara_agents.mat.model import MATConfig, MATModel, Tokens, parse_observation
+from mara_agents.predictors.features import predictor_observation
 
 #: variant -> (predictor feature set, reward mode)
 VARIANTS: dict[str, tuple[str | None, str]] = {
@@ -154,58 +155,28 @@ def training_workloads(config: EnvConfig) -> WorkloadFn:
 # Environments
 
 
-class EnvGroup:
-    """One batched simulator with its team reward and (optional) predictor features."""
+def training_envs(config: EnvConfig, batch: int, predictor=None) -> DiscreteCoREVectorEnv:
+    """``batch`` environments of the vector env (autoreset disabled: an ended episode is frozen until the
+    trainer resets them all); with a predictor, a :class:`SlotPredictions` observes them and
+    :func:`predictor_observation` appends its features to what the model sees."""
+    from mara_agents.predictors.features import SlotPredictions
 
-    def __init__(self, config: EnvConfig, batch: int, predictor=None) -> None:
-        from mara_agents.predictors.features import SlotPredictions
-
-        self.config = config
-        self.sim = Simulator(config, batch)
-        self.reward = TeamReward(config.reward, config.kappa)
-        self.predictions = SlotPredictions(predictor) if predictor is not None else None
-
-    def reset(self, workloads: list[Workload]) -> None:
-        self.sim.reset(workloads)
-        self.reward.reset(self.sim)
-
-    def observe(self) -> tuple[np.ndarray, np.ndarray]:
-        """(B, N, D') observations (with predictor features when configured) and (B, N, K+1) masks."""
-        if self.predictions is None:
-            return features.observations(self.sim, self.config.history)
-        from mara_agents.predictors.features import predictor_observations
-
-        return predictor_observations(self.sim, self.predictions, self.config.history)
-
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Step; returns (B,) rewards, (B,) "was live before the step", (B,) "episode ended at this step"."""
-        live = ~self.sim.done
-        outcome = self.sim.step(actions)
-        reward = self.reward(self.sim, outcome) * live
-        return reward, live, live & self.sim.done
+    envs = DiscreteCoREVectorEnv(batch, autoreset_mode="disabled", config=config)
+    if predictor is not None:
+        SlotPredictions(predictor).attach(envs.batch)
+    return envs
 
 
-def play(model: MATModel, model_config: MATConfig, group: EnvGroup, workloads: list[Workload],
+def play(model: MATModel, model_config: MATConfig, envs: DiscreteCoREVectorEnv, workloads: list[Workload],
          deterministic: bool = True, generator: torch.Generator | None = None) -> dict[str, np.ndarray]:
-    """Play ``workloads`` to the end with the model (features from the simulator); final statistics."""
-    group.reset(workloads)
-    K = group.sim.K
+    """Play ``workloads`` to the end with the model (with the envs' predictor features); final statistics."""
+    K = envs.batch.K
+
+    def act(observation: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return model.decide(parse_observation(observation, K, model_config), torch.from_numpy(mask.astype(bool)), deterministic, generator).numpy()
+
     with torch.inference_mode():
-        while not group.sim.done.all():
-            obs, mask = group.observe()
-            actions = model.decide(parse_observation(obs, K, model_config), torch.from_numpy(mask.astype(bool)), deterministic, generator)
-            group.step(actions.numpy())
-    return group.sim.episode_statistics()
-
-
-def play_heuristic(agent, group: EnvGroup, workloads: list[Workload]) -> dict[str, np.ndarray]:
-    """Play ``workloads`` with a (non-oracle) heuristic agent on plain env observations."""
-    group.reset(workloads)
-    agent.reset(group.sim.B, group.sim.N, group.sim.K)
-    while not group.sim.done.all():
-        obs, mask = features.observations(group.sim, group.config.history)
-        group.step(agent.act(obs, mask))
-    return group.sim.episode_statistics()
+        return rollout.final_statistics(rollout.play(envs, act, workloads, observe=predictor_observation))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -368,44 +339,48 @@ class Trainer:
 
         cfg = self.cfg
         size = cfg.num_envs // cfg.env_groups
-        self.groups = [EnvGroup(self.env_config, size, self._predictor) for _ in range(cfg.env_groups)]
+        self.groups = [training_envs(self.env_config, size, self._predictor) for _ in range(cfg.env_groups)]
         warmup = RandomAgent(seed=cfg.seed)
-        for g, group in enumerate(self.groups):
-            group.reset([self.workload_fn(self.workload_rng) for _ in range(size)])
-            for _ in range(g * self.env_config.arrival_steps // cfg.env_groups):  # stagger episode phases
-                obs, mask = features.observations(group.sim, self.env_config.history)
-                group.step(warmup.act(obs, mask))
+        for g, envs in enumerate(self.groups):  # stagger episode phases
+            rollout.play(envs, warmup.act, self._workloads(size), steps=g * self.env_config.arrival_steps // cfg.env_groups)
 
-    def _observe(self) -> tuple[Tokens, torch.Tensor]:
-        obs, masks = zip(*(group.observe() for group in self.groups))
-        tokens = parse_observation(np.concatenate(obs), self.env_config.n_slots, self.model_config)
-        return tokens, torch.from_numpy(np.concatenate(masks).astype(bool))
+    def _workloads(self, count: int) -> list[Workload]:
+        return [self.workload_fn(self.workload_rng) for _ in range(count)]
+
+    def _tokens(self, observation: np.ndarray) -> Tokens:
+        return parse_observation(observation, self.env_config.n_slots, self.model_config)
 
     def collect(self) -> dict[str, torch.Tensor] | None:
-        """One rollout of ``cfg.rollout`` steps of every environment (None if a stop was requested)."""
-        T, size = self.cfg.rollout, self.cfg.num_envs // self.cfg.env_groups
+        """One rollout of ``cfg.rollout`` steps of every environment (None if a stop was requested).
+
+        Every group plays on in :func:`mara_agents.rollout.play` (one joint model decision per step); a
+        group whose episodes have all ended starts fresh ones."""
         steps: list[dict[str, torch.Tensor]] = []
+        decided: dict[str, Any] = {}
+
+        def act(observation: np.ndarray, mask: np.ndarray) -> np.ndarray:
+            tokens = self._tokens(observation)
+            actions, logp, masks, values = self.model.act(tokens, torch.from_numpy(mask.astype(bool)), generator=self.generator)
+            decided.update(nodes=tokens.nodes, slots=tokens.slots, last=tokens.last, masks=masks, actions=actions, logp=logp, values=values)
+            return actions.numpy()
+
+        def on_step(step: rollout.Transition) -> None:
+            if step.ended.any():
+                self._recent_completion.extend(step.infos["completion_rate"][step.ended].tolist())
+            steps.append({**decided, "reward": torch.from_numpy(step.rewards).float(), "valid": torch.from_numpy(step.live),
+                          "done": torch.from_numpy(step.ended | ~step.live)})
+            self.env_steps += int(step.live.sum())
+
+        def restart(_: int, envs: DiscreteCoREVectorEnv):
+            self.episodes += envs.num_envs
+            return envs.reset(options=[{"workload": w} for w in self._workloads(envs.num_envs)])
+
         with torch.no_grad():  # not inference_mode: stored tensors feed the update's autograd graph
-            for _ in range(T):
-                if self.stop_requested:
-                    return None
-                tokens, env_mask = self._observe()
-                actions, logp, masks, values = self.model.act(tokens, env_mask, generator=self.generator)
-                rewards, lives, ends = zip(*(group.step(actions[g * size : (g + 1) * size].numpy()) for g, group in enumerate(self.groups)))
-                for group, end in zip(self.groups, ends):
-                    if end.any():
-                        stats = group.sim.episode_statistics()
-                        self._recent_completion.extend(stats["completion_rate"][end].tolist())
-                    if group.sim.done.all():
-                        self.episodes += group.sim.B
-                        group.reset([self.workload_fn(self.workload_rng) for _ in range(size)])
-                live = np.concatenate(lives)
-                steps.append({"nodes": tokens.nodes, "slots": tokens.slots, "last": tokens.last, "masks": masks, "actions": actions,
-                              "logp": logp, "values": values, "reward": torch.from_numpy(np.concatenate(rewards)).float(),
-                              "valid": torch.from_numpy(live), "done": torch.from_numpy(np.concatenate(ends) | ~live)})
-                self.env_steps += int(live.sum())
-            tokens, _ = self._observe()
-            next_values = self.model.values(tokens)
+            played = rollout.play(self.groups, act, observe=predictor_observation, on_step=on_step, steps=self.cfg.rollout, restart=restart,
+                                  stop=lambda: self.stop_requested)
+            if played.stopped:
+                return None
+            next_values = self.model.values(self._tokens(played.observe()[0]))
         batch = {key: torch.stack([s[key] for s in steps]) for key in steps[0]}
         batch["next_values"] = next_values
         return batch
@@ -483,16 +458,16 @@ class Trainer:
     # ------------------------------------------------------------------ evaluation
     def evaluate(self) -> float:
         """Mean completion rate of the deterministic policy on the fixed evaluation workloads."""
-        group = EnvGroup(self.env_config, len(self._eval_workloads), self._predictor)
-        stats = play(self.model, self.model_config, group, self._eval_workloads)
+        envs = training_envs(self.env_config, len(self._eval_workloads), self._predictor)
+        stats = play(self.model, self.model_config, envs, self._eval_workloads)
         return float(stats["completion_rate"].mean())
 
     def evaluate_baselines(self) -> dict[str, float]:
         from mara_agents.heuristics import EDF, RandomAgent
 
-        group = EnvGroup(self.env_config, len(self._eval_workloads))
+        envs = training_envs(self.env_config, len(self._eval_workloads))
         agents = [("edf", EDF()), ("random", RandomAgent(seed=0))] + ([(self.cfg.teacher, self._teacher())] if self.cfg.teacher else [])
-        return {name: float(play_heuristic(agent, group, self._eval_workloads)["completion_rate"].mean()) for name, agent in agents}
+        return {name: float(rollout.play(envs, agent, self._eval_workloads).infos["completion_rate"].mean()) for name, agent in agents}
 
     # ------------------------------------------------------------------ teacher warm start
     def _teacher(self):
@@ -510,9 +485,9 @@ class Trainer:
         else:
             rng = np.random.default_rng([self.cfg.seed, 2])
             workloads = [self.workload_fn(rng) for _ in range(self.cfg.demo_episodes)]
-            group = EnvGroup(self.env_config, len(workloads), self._predictor)
+            envs = training_envs(self.env_config, len(workloads), self._predictor)
             parse = lambda obs: parse_observation(obs, self.env_config.n_slots, self.model_config)  # noqa: E731
-            self.demos = imitation.collect_demonstrations(self._teacher(), group, workloads, parse)
+            self.demos = imitation.collect_demonstrations(self._teacher(), envs, workloads, parse)
             self.demos.save(path)
         if self.pretrained:
             return

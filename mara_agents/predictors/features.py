@@ -27,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -35,13 +36,14 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from core_env import features
-from core_env.sim import Simulator
+from core_env.sim import Simulator, StepOutcome
+from core_env.vector import DiscreteCoREVectorEnv, EnvBatch
 from core_env.wrappers import canonical_space, ObservationWrapper
 from mara_agents.predictors.cache import PredictionCache, SlotTasks
 from mara_agents.protocols import DemandSummary, Predictor
 
 __all__ = ["cache_features", "observed_features", "DEMAND_SPREAD", "PREDICTED_DEMAND", "PREDICTOR_FEATURE_NAMES", "P_WITHIN_BUDGET", "GymPredictorFeatures", "PredictorFeatures",
-           "SlotPredictions", "predictor_observations", "summary_features"]
+           "SlotPredictions", "predictor_observation", "predictor_observations", "summary_features"]
 
 #: The per-slot predictor features, in order.
 PREDICTOR_FEATURE_NAMES = ("predicted_demand", "demand_spread", "p_within_budget")
@@ -67,7 +69,8 @@ def _demand_features(median: np.ndarray, q25: np.ndarray, q75: np.ndarray, cap: 
 class SlotPredictions:
     """Per-slot predictor features of a :class:`Simulator` (B environments), with a per-task cache.
 
-    Call it with the simulator after each reset and step: ``predictions(sim)`` is (B, K, 3) float64.
+    Call it with the simulator after each reset and step: ``predictions(sim)`` is (B, K, 3) float64; or
+    :meth:`attach` it to a vector env's batch and read the features with :func:`predictor_observation`.
 
     Args:
         predictor: any :class:`Predictor`; oracle predictors get ``sim.remaining_demand()``.
@@ -106,6 +109,24 @@ class SlotPredictions:
         """Forget every cached prediction (done automatically when the simulator starts new episodes)."""
         self._workloads = None
 
+    # An observer of a core_env.vector.EnvBatch (attach()): predictions are made when read, so a step
+    # nobody observes predicts nothing.
+    def attach(self, batch: EnvBatch) -> SlotPredictions:
+        """Observe ``batch`` (a :class:`core_env.vector.EnvBatch`, e.g. ``envs.batch`` of a vector env):
+        :func:`predictor_observation` then appends these features to its observations."""
+        batch.observers.append(self)
+        return self
+
+    def on_reset(self, batch: EnvBatch, envs: np.ndarray) -> None:
+        self.reset()
+
+    def on_step(self, batch: EnvBatch, outcome: StepOutcome) -> None:
+        pass
+
+    def features_of(self, batch: EnvBatch) -> np.ndarray:
+        """(B, 3K) float32 :meth:`observed` features of an attached batch."""
+        return self.observed(batch.sim)
+
     def __call__(self, sim: Simulator) -> np.ndarray:
         if self._workloads is not sim.workloads:  # new episodes: a new workload list
             self._workloads = sim.workloads
@@ -140,8 +161,24 @@ def predictor_observations(sim: Simulator, predictions: SlotPredictions, history
     followed by the K × 3 predictor features of :class:`SlotPredictions`, the same for every node.
     """
     observation, mask = features.observations(sim, sim.config.history if history is None else history)
-    extra = predictions.observed(sim)[:, None, :]
-    return np.concatenate([observation, np.broadcast_to(extra, (sim.B, sim.N, extra.shape[2]))], axis=2), mask
+    return _with_features(observation, predictions.observed(sim)), mask
+
+
+def _with_features(observation: np.ndarray, extra: np.ndarray) -> np.ndarray:
+    """(B, N, D) observations with (B, E) features appended to every node's row."""
+    B, N = observation.shape[:2]
+    return np.concatenate([observation, np.broadcast_to(extra[:, None, :], (B, N, extra.shape[1]))], axis=2)
+
+
+def predictor_observation(envs: DiscreteCoREVectorEnv, obs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """A vector env's per-node observation followed, for every node, by the K × 3 features of the
+    :class:`SlotPredictions` attached to its batch (the plain observation without one), and the masks:
+    :func:`predictor_observations`' layout, as an ``observe`` of :func:`mara_agents.rollout.play`."""
+    observation, mask = obs["observation"], obs["action_mask"]
+    for observer in envs.batch.observers:
+        if isinstance(observer, SlotPredictions):
+            return _with_features(observation, observer.features_of(envs.batch)), mask
+    return observation, mask
 
 
 def _extended_box(box: spaces.Box, high: np.ndarray, n_slots: int) -> spaces.Box:
