@@ -5,8 +5,9 @@ Measured in one process (run with OMP_NUM_THREADS=1): (1) the PettingZoo view ``
 ``DiscreteCoREVectorEnv`` at several B: its full ``step`` (observations, shaped reward, infos; per-node
 and compact observations) and its ``EnvBatch.step`` alone (the compiled dynamics and the shaped reward,
 no observations), and (4) :class:`MinimalParallelEnv`, a ParallelEnv that only builds dicts of our shapes
-and keys (the API floor). Actions are masked-random; only the environment's own calls (step and reset)
-are timed, not the action choice. An env-step is one step of one environment (all N nodes); batched rows
+and keys (the API floor). Actions are masked-random; only the environment's ``step`` calls are timed,
+not the action choice and not the resets between episodes (a seeded reset draws a workload:
+its median time is measured apart). An env-step is one step of one environment (all N nodes); batched rows
 count only live environments. Each rate is the median over five chunks (the machine may be busy).
 Also: per-step cost at N = 4, 16, 64, 256 (K = 4N), the compile time of the compiled step (cold numba
 cache vs warm), memory per environment, the median time of a seeded ``reset`` (a drawn workload), and
@@ -111,9 +112,10 @@ def parallel_stepper(env: ParallelEnv, rng: np.random.Generator) -> Stepper:
         actions = dict(zip(env.agents, masked_random(masks, rng).tolist()))
         start = time.perf_counter()
         observations, *_ = env.step(actions)
-        if not env.agents:
+        elapsed = time.perf_counter() - start
+        if not env.agents:  # resets are timed apart (measure_reset): a seeded one draws a workload
             observations, _ = env.reset()
-        return 1, time.perf_counter() - start
+        return 1, elapsed
 
     return step
 
@@ -126,9 +128,10 @@ def gym_stepper(env: gym.Env, rng: np.random.Generator) -> Stepper:
         action = masked_random(observation["action_mask"], rng)
         start = time.perf_counter()
         observation, _, terminated, truncated, _ = env.step(action)
+        elapsed = time.perf_counter() - start
         if terminated or truncated:
             observation, _ = env.reset()
-        return 1, time.perf_counter() - start
+        return 1, elapsed
 
     return step
 
@@ -156,9 +159,10 @@ def vector_stepper(batch_size: int, rng: np.random.Generator, observation: str |
             batch.step(actions)
         else:
             envs.step(actions)
+        elapsed = time.perf_counter() - start
         if batch.sim.done.all():
             envs.reset(options=options)
-        return live, time.perf_counter() - start
+        return live, elapsed
 
     return step
 
@@ -180,6 +184,25 @@ def measure(stepper: Stepper, seconds: float, chunks: int = 5) -> dict[str, floa
         steps, inside = steps + chunk_steps, inside + chunk_inside
         rates.append(chunk_steps / chunk_inside)
     return {"env_steps": steps, "seconds": inside, "env_steps_per_s": float(np.median(rates))}
+
+
+#: The ratios to the API floor with a target: name -> the case measured against the floor.
+RATIOS = {"pettingzoo_over_minimal": "pettingzoo", "gymnasium_over_minimal": "gymnasium",
+          "vector_no_obs_over_minimal": f"vector_none_b{BATCH_SIZES[-1]}", "vector_obs_over_minimal": f"vector_per_node_b{BATCH_SIZES[-1]}",
+          "vector_compact_over_minimal": f"vector_compact_b{BATCH_SIZES[-1]}"}
+
+
+def paired_ratios(floor: Stepper, steppers: dict[str, Stepper], seconds: float, rounds: int = 8) -> dict[str, dict[str, float]]:
+    """Each stepper's rate over the floor's, measured side by side: in every round the floor and each
+    stepper run one short chunk in turn, and a round's ratio is a chunk's rate over the floor chunk's of
+    the same round (a busy machine slows neighbouring chunks alike). Median, min and max over rounds."""
+    chunk = seconds / rounds
+    ratios: dict[str, list[float]] = {name: [] for name in steppers}
+    for _ in range(rounds):
+        base = measure(floor, chunk, chunks=1)["env_steps_per_s"]
+        for name, stepper in steppers.items():
+            ratios[name].append(measure(stepper, chunk, chunks=1)["env_steps_per_s"] / base)
+    return {name: {"median": float(np.median(r)), "min": float(np.min(r)), "max": float(np.max(r)), "rounds": rounds} for name, r in ratios.items()}
 
 
 def measure_reset(repeats: int = 200) -> float:
@@ -304,18 +327,15 @@ def run(seconds: float, seed: int = 0) -> dict[str, Any]:
     for name, (view, n, batch, factory) in tqdm(scale_cases(rng).items(), desc="scale", unit="case", leave=False):
         scale[name] = {"view": view, "N": n, "K": 4 * n, "B": batch, **measure(factory(), seconds / 2)}
         scale[name]["us_per_env_step"] = 1e6 / scale[name]["env_steps_per_s"]
-    floor = results["minimal"]["env_steps_per_s"]
-    top = BATCH_SIZES[-1]
-    return {"cases": results, "scale": scale, "pettingzoo_over_minimal": results["pettingzoo"]["env_steps_per_s"] / floor,
-            "gymnasium_over_minimal": results["gymnasium"]["env_steps_per_s"] / floor,
-            "vector_no_obs_over_minimal": results[f"vector_none_b{top}"]["env_steps_per_s"] / floor,
-            "vector_obs_over_minimal": results[f"vector_per_node_b{top}"]["env_steps_per_s"] / floor,
-            "vector_compact_over_minimal": results[f"vector_compact_b{top}"]["env_steps_per_s"] / floor,
+    table = cases(rng)
+    paired = paired_ratios(table["minimal"][2](), {ratio: table[case][2]() for ratio, case in RATIOS.items()}, seconds * len(RATIOS))
+    return {"cases": results, "scale": scale, **{ratio: paired[ratio]["median"] for ratio in RATIOS}, "ratio_spread": paired,
             "compile": compile_seconds(), "memory": memory_per_env(), "reset_seeded_ms": 1e3 * measure_reset(), "decision_ms": decision_times()}
 
 
-def _verdict(value: float, target: float) -> str:
-    return f"{value:.2f}x (target >= {target}x): {'met' if value >= target else 'MISSED'}"
+def _verdict(value: float, target: float, spread: dict[str, float] | None = None) -> str:
+    within = f" [rounds {spread['min']:.2f}–{spread['max']:.2f}]" if spread else ""
+    return f"{value:.2f}x{within} (target >= {target}x): {'met' if value >= target else 'MISSED'}"
 
 
 def summary(result: dict[str, Any]) -> str:
@@ -328,13 +348,16 @@ def summary(result: dict[str, Any]) -> str:
         scale_rows.setdefault((c["N"], c["K"]), {})[c["view"]] = f"{c['us_per_env_step']:,.1f}"
     views = list(dict.fromkeys(c["view"] for c in result["scale"].values()))
     compile_, memory = result["compile"], result["memory"]
+    spread = result.get("ratio_spread", {})
     lines = [markdown_table(("view", "B", "env-steps/s"), rows), "",
-             f"PettingZoo / API floor = {_verdict(result['pettingzoo_over_minimal'], TARGET_SINGLE)}  ",
+             "Ratios to the API floor: medians over rounds that run the floor and each view side by side.  ",
+             f"PettingZoo / API floor = {_verdict(result['pettingzoo_over_minimal'], TARGET_SINGLE, spread.get('pettingzoo_over_minimal'))}  ",
              f"Gymnasium / API floor = {result['gymnasium_over_minimal']:.2f}x  ",
-             f"EnvBatch.step at B={top} (no observations) / API floor = {_verdict(result['vector_no_obs_over_minimal'], TARGET_BATCHED)}  ",
+             f"EnvBatch.step at B={top} (no observations) / API floor = {_verdict(result['vector_no_obs_over_minimal'], TARGET_BATCHED, spread.get('vector_no_obs_over_minimal'))}  ",
              f"vector env step at B={top} (per-node observations, shaped reward, infos) / API floor = "
-             f"{_verdict(result['vector_obs_over_minimal'], TARGET_BATCHED_OBS)}  ",
-             f"vector env step at B={top} (compact observations) / API floor = {result['vector_compact_over_minimal']:.2f}x  ",
+             f"{_verdict(result['vector_obs_over_minimal'], TARGET_BATCHED_OBS, spread.get('vector_obs_over_minimal'))}  ",
+             f"vector env step at B={top} (compact observations, shaped reward, infos) / API floor = "
+             f"{_verdict(result['vector_compact_over_minimal'], TARGET_BATCHED_OBS, spread.get('vector_compact_over_minimal'))}  ",
              f"first PettingZoo step of a fresh process: {compile_['cold_cache_s']:.1f} s with an empty numba cache (the compile), "
              f"{compile_['warm_cache_s']:.2f} s with the cache  ",
              f"memory per env: state {memory['state_bytes'] / 1024:.1f} KiB; one step's observations {memory['per_node_observation_bytes'] / 1024:.1f} KiB "

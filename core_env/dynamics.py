@@ -15,6 +15,9 @@ the arrays and documents their layout) and is read as the rules of docs/env.md, 
 6. **episode end** (:func:`update_done`): terminated when the arrival window is over and no task is
    active, truncated at ``max_cycles``; finished environments are frozen.
 
+Compiled with ``error_model="numpy"``: a float division by zero gives inf or nan as in numpy (a loss
+of 0, a target equal to the first loss), never an exception mid-step.
+
 A step is all or nothing: :func:`step` checks every action before its first write and returns an error
 code instead of writing when one is bad. No floating-point operation here depends on a SIMD path
 (additions, products, divisions, comparisons in a fixed order), so the dynamics are bit-identical on
@@ -24,7 +27,8 @@ every x86-64 CPU.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.experimental import structref
 
 from core_env.curves import LOSS_FLOOR
 
@@ -32,8 +36,8 @@ from core_env.curves import LOSS_FLOOR
 TASK, ARRIVAL, DEADLINE, CURVE, CUM_START, LENGTH, EXPIRY, STEPS, LAST_NODE = range(9)
 INT_FIELDS = ("task", "arrival", "deadline", "curve", "_cum_start", "_length", "_expiry", "steps", "last_node")
 #: Float slot fields: columns of ``Simulator._floats``.
-TARGET, BATCHES, DEMAND, PROGRESS, INTEGRAL, LAST_LOSS, FIRST_LOSS, LOG_TARGET = range(8)
-FLOAT_FIELDS = ("target", "batches_per_step", "demand", "progress", "_integral", "last_loss", "first_loss", "log_target")
+TARGET, BATCHES, DEMAND, PROGRESS, INTEGRAL, LAST_LOSS, FIRST_LOSS, LOG_TARGET, PHI = range(9)
+FLOAT_FIELDS = ("target", "batches_per_step", "demand", "progress", "_integral", "last_loss", "first_loss", "log_target", "phi")
 #: Episode statistics: rows 0..8 of ``Simulator._env``.
 STATS = ("arrived", "completed", "failed", "rejected", "switches", "busy_node_steps", "wasted_node_steps", "conflicts", "invalid_actions")
 ARRIVED, COMPLETED, FAILED, REJECTED, SWITCHES, BUSY, WASTED, CONFLICTS, INVALID = range(9)
@@ -55,7 +59,7 @@ FAR_POSITION = 2.0**62
 OK, OUT_OF_RANGE, STRICT_INVALID = 0, 1, 2
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def integral(cum, slope, start, length, x):
     """The integral of a curve's piecewise-constant loss over batches [0, x) (x >= 0)."""
     if x >= FAR_POSITION:  # past every curve's end: continue on the plateau
@@ -66,7 +70,7 @@ def integral(cum, slope, start, length, x):
     return cum[start + whole] + (x - whole) * slope[start + whole]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def interval_mean(cum, slope, start, length, x0, integral0, x1):
     """(integral at x1, mean loss over [x0, x1)); a step too small to move the position (x1 == x0 in
     float64) reports the loss at x0, the limit of the interval mean, instead of 0/0."""
@@ -77,7 +81,7 @@ def interval_mean(cum, slope, start, length, x0, integral0, x1):
     return value, (value - integral0) / width
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def check_actions(actions, choices, flags, n_slots, strict):
     """(code, flat node index): the first action outside [0, K], else (with ``strict``) the first choice
     of an empty slot in a live environment, else (OK, -1). Reads state only."""
@@ -97,7 +101,7 @@ def check_actions(actions, choices, flags, n_slots, strict):
     return OK, -1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def free_slot(b, k, K, ints, slot_flags, choices, env):
     """Empty slot k of env b."""
     i = b * K + k
@@ -109,7 +113,7 @@ def free_slot(b, k, K, ints, slot_flags, choices, env):
     env[N_ACTIVE, b] -= 1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def earliest_expiry(b, K, ints):
     out = NEVER
     for k in range(K):
@@ -117,7 +121,7 @@ def earliest_expiry(b, K, ints):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def resolve_choices(b, actions, choices, slot, conflicts, invalid):
     """Rule 1 for env b: ``slot[n]`` the slot node n serves (-1 idle); flags conflicts and invalid choices."""
     N = actions.shape[1]
@@ -135,8 +139,8 @@ def resolve_choices(b, actions, choices, slot, conflicts, invalid):
                     break
 
 
-@njit(cache=True)
-def serve(b, slot, ints, floats, slot_flags, choices, history, log_history, node_slot, env, cum, slope, speeds, switch_cost, served, reported):
+@njit(cache=True, error_model="numpy")
+def serve(b, slot, ints, floats, slot_flags, choices, history, recent, node_slot, env, cum, slope, speeds, switch_cost, served, reported):
     """Rules 2–3 for env b: every node with a slot trains it; returns the tasks completed."""
     N, K = slot.shape[0], served.shape[1]
     completed = 0
@@ -162,12 +166,15 @@ def serve(b, slot, ints, floats, slot_flags, choices, history, log_history, node
         floats[i, PROGRESS] = x1
         floats[i, INTEGRAL] = value
         history[b, k, steps] = loss
-        log_history[b, k, steps] = np.log(max(loss, LOSS_FLOOR))
+        for j in range(recent.shape[2] - 1, 0, -1):  # the last H log losses, most recent first
+            recent[b, k, j] = recent[b, k, j - 1]
+        recent[b, k, 0] = np.log(max(loss, LOSS_FLOOR))
         ints[i, STEPS] = steps + 1
         if not had_report:
             floats[i, FIRST_LOSS] = loss
             slot_flags[HAS_REPORT, b, k] = True
         floats[i, LAST_LOSS] = loss
+        floats[i, PHI] = log_progress(floats[i, FIRST_LOSS], loss, floats[i, TARGET])
         ints[i, LAST_NODE] = n
         reported[b, k] = loss
         served[b, k] = True
@@ -179,7 +186,7 @@ def serve(b, slot, ints, floats, slot_flags, choices, history, log_history, node
     return completed
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def expire(b, K, ints, slot_flags, choices, env):
     """Rule 4 for env b at its (new) t: active tasks whose deadline has come fail; returns how many."""
     failed = 0
@@ -194,7 +201,7 @@ def expire(b, K, ints, slot_flags, choices, env):
     return failed
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def admit_arrivals(b, K, ints, floats, slot_flags, choices, env, task_ints, task_floats):
     """Rule 5 for env b: tasks arriving at its t take the lowest free slot, in task order; returns the
     arrivals rejected because every slot is full."""
@@ -223,7 +230,7 @@ def admit_arrivals(b, K, ints, floats, slot_flags, choices, env, task_ints, task
     return rejected
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def update_done(b, env, flags, max_cycles):
     """Rule 6 for env b."""
     t = env[T, b]
@@ -234,7 +241,7 @@ def update_done(b, env, flags, max_cycles):
     flags[DONE, b] = flags[TERMINATED, b] or flags[TRUNCATED, b]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def reset_env(b, K, ints, floats, slot_flags, choices, env, flags, task_ints, task_floats, max_cycles):
     """Admit env b's tasks that arrive at t = 0 and mark it done if it has nothing to do."""
     env[NEXT_ARRIVAL, b] = task_ints[env[TASK_BASE, b], ARRIVAL]
@@ -242,8 +249,8 @@ def reset_env(b, K, ints, floats, slot_flags, choices, env, flags, task_ints, ta
     update_done(b, env, flags, max_cycles)
 
 
-@njit(cache=True)
-def step(actions, ints, floats, slot_flags, choices, history, log_history, node_slot, env, flags, task_ints, task_floats, cum, slope, speeds,
+@njit(cache=True, error_model="numpy")
+def step(actions, ints, floats, slot_flags, choices, history, recent, node_slot, env, flags, task_ints, task_floats, cum, slope, speeds,
          switch_cost, strict, max_cycles, outcome, node_outcome, served, reported):
     """One step of every live environment. Writes the step's outcome into ``outcome`` (3, B) (completed,
     failed, rejected), ``node_outcome`` (2, B, N) (conflicts, invalid), ``served`` and ``reported`` (B, K),
@@ -260,7 +267,7 @@ def step(actions, ints, floats, slot_flags, choices, history, log_history, node_
         if flags[DONE, b]:
             continue
         resolve_choices(b, actions, choices, slot, conflicts, invalid)
-        done = serve(b, slot, ints, floats, slot_flags, choices, history, log_history, node_slot, env, cum, slope, speeds, switch_cost, served, reported)
+        done = serve(b, slot, ints, floats, slot_flags, choices, history, recent, node_slot, env, cum, slope, speeds, switch_cost, served, reported)
         outcome[OUT_COMPLETED, b] = done
         env[COMPLETED, b] += done
         for k in range(K):  # completed tasks left their slot
@@ -279,20 +286,24 @@ def step(actions, ints, floats, slot_flags, choices, history, log_history, node_
     return OK, -1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
+def log_progress(first, last, target):
+    """φ = clip(log(l0 / l) / log(l0 / eps), 0, 1) of a task with first loss l0, latest l and target eps
+    (kept per slot as ``phi``: it changes only when the slot reports)."""
+    return min(max(np.log(first / last) / np.log(first / target), 0.0), 1.0)
+
+
+@njit(cache=True, error_model="numpy")
 def log_progress_sum(b, K, ints, floats, slot_flags):
-    """Σ_k φ_k of env b: φ_k = clip(log(l0 / l) / log(l0 / eps), 0, 1) over slots with a report."""
+    """Σ_k φ_k of env b over its slots with a report."""
     total = 0.0
     for k in range(K):
         if slot_flags[HAS_REPORT, b, k]:
-            i = b * K + k
-            first = floats[i, FIRST_LOSS]
-            phi = np.log(first / floats[i, LAST_LOSS]) / np.log(first / floats[i, TARGET])
-            total += min(max(phi, 0.0), 1.0)
+            total += floats[b * K + k, PHI]
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def potentials(ints, floats, slot_flags, kappa, out):
     """(B,) Φ(s) = κ Σ_k φ_k of every environment, into ``out``."""
     K = slot_flags.shape[2]
@@ -300,59 +311,73 @@ def potentials(ints, floats, slot_flags, kappa, out):
         out[b] = kappa * log_progress_sum(b, K, ints, floats, slot_flags)
 
 
-# ---------------------------------------------------------------------- the packed state
-#: The arrays of a simulator's state, in the order of :func:`unpack`: (name, arena, ndim). The simulator
-#: lays them out in three arenas (int64, float64, bool) so that a compiled call takes 5 arguments for
-#: them instead of 20 (a numba call costs per argument); the step's outcome comes last in each arena.
-STATE = (("_ints", "i", 2), ("_env", "i", 2), ("node_slot", "i", 2), ("_task_ints", "i", 2), ("_params_i", "i", 1), ("_counts", "i", 2),
-         ("_floats", "f", 2), ("_task_floats", "f", 2), ("history", "f", 3), ("log_history", "f", 3), ("speeds", "f", 1), ("horizon", "f", 1),
-         ("potential", "f", 1), ("_params_f", "f", 1), ("reward", "f", 1), ("_reported", "f", 2),
-         ("_slot_flags", "b", 3), ("action_choices", "b", 2), ("_flags", "b", 2), ("_nodes", "b", 3), ("_served", "b", 2))
+# ---------------------------------------------------------------------- the state as one argument
+#: The arrays of a simulator's state, in the order of :func:`arrays`: (attribute of the Simulator, arena).
+#: The simulator lays them out in three arenas (int64, float64, bool; the step's outcome comes last in
+#: each) and hands them to compiled code as one :class:`State` (a numba StructRef holding the same
+#: arrays, no copies): a numba call costs per argument, most for arrays of 2 or more dimensions.
+STATE = (("_ints", "i"), ("_env", "i"), ("node_slot", "i"), ("_task_ints", "i"), ("_params_i", "i"), ("_counts", "i"),
+         ("_floats", "f"), ("_task_floats", "f"), ("history", "f"), ("recent", "f"), ("speeds", "f"), ("horizon", "f"),
+         ("potential", "f"), ("_params_f", "f"), ("reward", "f"), ("_reported", "f"),
+         ("_slot_flags", "b"), ("action_choices", "b"), ("_flags", "b"), ("_nodes", "b"), ("_served", "b"))
+#: Field names of :class:`State`: the arrays of STATE, then the curve bank's ``cum`` and ``slope``.
+STATE_FIELDS = tuple({"action_choices": "choices"}.get(name, name.lstrip("_")) for name, _ in STATE) + ("cum", "slope")
 #: Rows of ``_params_i`` and ``_params_f``.
 P_STRICT, P_MAX_CYCLES, P_SHAPED = range(3)
 P_SWITCH_COST, P_KAPPA = range(2)
 
 
-@njit(cache=True)
-def _view(arena, layout, j):
-    start = layout[j, 0]
-    return arena[start : start + layout[j, 1] * layout[j, 2] * layout[j, 3]]
+@structref.register
+class StateType(types.StructRef):
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
 
 
-@njit(cache=True)
-def unpack(i64, f64, b8, layout):
-    """The state arrays (:data:`STATE` order) as views of the three arenas."""
-    def v2(arena, j):
-        return _view(arena, layout, j).reshape((layout[j, 1], layout[j, 2]))
-
-    def v3(arena, j):
-        return _view(arena, layout, j).reshape((layout[j, 1], layout[j, 2], layout[j, 3]))
-
-    return (v2(i64, 0), v2(i64, 1), v2(i64, 2), v2(i64, 3), _view(i64, layout, 4), v2(i64, 5),
-            v2(f64, 6), v2(f64, 7), v3(f64, 8), v3(f64, 9), _view(f64, layout, 10), _view(f64, layout, 11),
-            _view(f64, layout, 12), _view(f64, layout, 13), _view(f64, layout, 14), v2(f64, 15),
-            v3(b8, 16), v2(b8, 17), v2(b8, 18), v3(b8, 19), v2(b8, 20))
+class State(structref.StructRefProxy):
+    """The simulator's arrays as one argument of compiled functions (fields: :data:`STATE_FIELDS`)."""
 
 
-@njit(cache=True)
-def step_packed(actions, i64, f64, b8, layout, cum, slope):
-    """:func:`step` on a packed state (the outcome into its arenas' last arrays); then the team reward
-    (completions, plus Φ(s') − Φ(s) when shaped) into ``reward`` and Φ(s') into ``potential``."""
-    (ints, env, node_slot, task_ints, params_i, counts, floats, task_floats, history, log_history, speeds, horizon,
-     potential, params_f, reward, reported, slot_flags, choices, flags, nodes, served) = unpack(i64, f64, b8, layout)
+structref.define_proxy(State, StateType, list(STATE_FIELDS))
+
+
+@njit(cache=True, error_model="numpy")
+def arrays(s):
+    """The arrays of a :class:`State`, in the order of :data:`STATE`."""
+    return (s.ints, s.env, s.node_slot, s.task_ints, s.params_i, s.counts, s.floats, s.task_floats, s.history, s.recent,
+            s.speeds, s.horizon, s.potential, s.params_f, s.reward, s.reported, s.slot_flags, s.choices, s.flags, s.nodes, s.served)
+
+
+@njit(cache=True, error_model="numpy")
+def step_and_reward(actions, s):
+    """:func:`step` on a :class:`State` (the outcome into its outcome arrays, zeroed first); then the
+    team reward (completions, plus Φ(s') − Φ(s) when shaped) into ``reward`` and Φ(s') into ``potential``."""
+    counts, reported, nodes, served, reward, potential = s.counts, s.reported, s.nodes, s.served, s.reward, s.potential
     counts[:] = 0
     reported[:] = 0.0
     nodes[:] = False
     served[:] = False
-    code, where = step(actions, ints, floats, slot_flags, choices, history, log_history, node_slot, env, flags, task_ints, task_floats,
-                       cum, slope, speeds, params_f[P_SWITCH_COST], params_i[P_STRICT] != 0, params_i[P_MAX_CYCLES], counts, nodes, served, reported)
+    code, where = step(actions, s.ints, s.floats, s.slot_flags, s.choices, s.history, s.recent, s.node_slot, s.env, s.flags,
+                       s.task_ints, s.task_floats, s.cum, s.slope, s.speeds, s.params_f[P_SWITCH_COST], s.params_i[P_STRICT] != 0,
+                       s.params_i[P_MAX_CYCLES], counts, nodes, served, reported)
     if code == OK:
-        K = slot_flags.shape[2]
-        shaped = params_i[P_SHAPED] != 0
+        K = s.slot_flags.shape[2]
+        shaped = s.params_i[P_SHAPED] != 0
         for b in range(reward.shape[0]):
             reward[b] = counts[OUT_COMPLETED, b]
             if shaped:
-                new = params_f[P_KAPPA] * log_progress_sum(b, K, ints, floats, slot_flags)
+                new = s.params_f[P_KAPPA] * log_progress_sum(b, K, s.ints, s.floats, s.slot_flags)
                 reward[b] += new - potential[b]
                 potential[b] = new
     return code, where
+
+
+@njit(cache=True, error_model="numpy")
+def reset_state(b, s):
+    """:func:`reset_env` of env b on a :class:`State`."""
+    reset_env(b, s.slot_flags.shape[2], s.ints, s.floats, s.slot_flags, s.choices, s.env, s.flags, s.task_ints, s.task_floats,
+              s.params_i[P_MAX_CYCLES])
+
+
+@njit(cache=True, error_model="numpy")
+def state_potentials(s, kappa, out):
+    potentials(s.ints, s.floats, s.slot_flags, kappa, out)

@@ -33,6 +33,7 @@ import numpy as np
 from numba import njit
 
 from core_env import dynamics as _d
+from core_env.curves import LOSS_FLOOR
 
 if TYPE_CHECKING:
     from core_env.sim import Simulator
@@ -82,14 +83,15 @@ def shared_dim(n_slots: int, history: int) -> int:
     return GLOBAL_FEATURES + n_slots * slot_width(history)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _bounded(value):
     return min(max(value, -OBS_BOUND), OBS_BOUND)
 
 
-@njit(cache=True)
-def shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, out):
-    """Env b's global features and slot table into ``out`` (3 + K·F, any float dtype), clipped."""
+@njit(cache=True, error_model="numpy")
+def shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, out):
+    """Env b's global features and slot table into ``out`` (3 + K·F, any float dtype), clipped. The last H
+    log losses come from the simulator's ``recent`` ring when H fits it, else from the full ``history``."""
     K = slot_flags.shape[2]
     F = SLOT_BASE + H + 1
     T = horizon[b]
@@ -113,25 +115,31 @@ def shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, log_h
         # log losses need no clipping: losses are floored at LOSS_FLOOR and float64, so |log| < 710 < OBS_BOUND
         out[row + LOG_TARGET] = log_target
         if steps > 0:
-            last = log_history[b, k, steps - 1]
+            last = recent[b, k, 0]
             out[row + LAST_LOG_LOSS] = last
             out[row + LOG_GAP] = last - log_target
         else:
             out[row + LAST_LOG_LOSS] = 0.0
             out[row + LOG_GAP] = 0.0
+        ring = H <= recent.shape[2]
         for j in range(H):  # the last H reported log losses, most recent first
-            out[row + HISTORY_START + j] = log_history[b, k, steps - 1 - j] if j < steps else 0.0
+            if j >= steps:
+                out[row + HISTORY_START + j] = 0.0
+            elif ring:
+                out[row + HISTORY_START + j] = recent[b, k, j]
+            else:
+                out[row + HISTORY_START + j] = np.log(max(history[b, k, steps - 1 - j], LOSS_FLOOR))
         out[row + F - 1] = 1.0 if slot_flags[_d.SERVED_LAST, b, k] else 0.0
 
 
-@njit(cache=True)
-def fill_shared(t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, out):
+@njit(cache=True, error_model="numpy")
+def fill_shared(t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, out):
     """(B, 3 + K·F) the shared part of every environment (the state)."""
     for b in range(out.shape[0]):
-        shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, out[b])
+        shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, out[b])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def node_row(n, N, K, speeds, node_slot, out):
     """Node n's own features (node index, speed, last slot) into ``out`` (3,)."""
     out[0] = n / max(N - 1, 1)
@@ -139,7 +147,7 @@ def node_row(n, N, K, speeds, node_slot, out):
     out[2] = (node_slot + 1) / K
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def fill_nodes(speeds, node_slot, K, out):
     """(B, N, 3) every node's own features."""
     B, N = node_slot.shape
@@ -148,7 +156,7 @@ def fill_nodes(speeds, node_slot, K, out):
             node_row(n, N, K, speeds, node_slot[b, n], out[b, n])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def fill_masks(choices, mask):
     """(B, N, K + 1) int8 action masks: every node of env b may take the actions ``choices[b]`` allows."""
     B, N, A = mask.shape
@@ -158,14 +166,14 @@ def fill_masks(choices, mask):
                 mask[b, n, a] = choices[b, a]
 
 
-@njit(cache=True)
-def fill_observations(t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, speeds, node_slot, obs, mask):
+@njit(cache=True, error_model="numpy")
+def fill_observations(t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, speeds, node_slot, obs, mask):
     """(B, N, D) per-node observations (the shared part copied to every node) and (B, N, K + 1) masks."""
     B, N, D = obs.shape
     K = slot_flags.shape[2]
     shared = np.empty(D - NODE_FEATURES, obs.dtype)  # a scratch row: copies from another array need no temporary
     for b in range(B):
-        shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, shared)
+        shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, shared)
         for n in range(N):
             for j in range(D - NODE_FEATURES):
                 obs[b, n, NODE_FEATURES + j] = shared[j]
@@ -173,30 +181,24 @@ def fill_observations(t, horizon, n_active, ints, floats, slot_flags, choices, l
     fill_masks(choices, mask)
 
 
-@njit(cache=True)
-def _arrays(i64, f64, b8, layout):
-    """The arrays the features read, from a simulator's packed state."""
-    (ints, env, node_slot, _, _, _, floats, _, _, log_history, speeds, horizon, _, _, _, _, slot_flags, choices, _, _, _) = _d.unpack(i64, f64, b8, layout)
-    return env[_d.T], horizon, env[_d.N_ACTIVE], ints, floats, slot_flags, choices, log_history, speeds, node_slot
+@njit(cache=True, error_model="numpy")
+def shared_of(s, H, out):
+    """:func:`fill_shared` from a simulator's :class:`core_env.dynamics.State`."""
+    fill_shared(s.env[_d.T], s.horizon, s.env[_d.N_ACTIVE], s.ints, s.floats, s.slot_flags, s.choices, s.history, s.recent, H, out)
 
 
-@njit(cache=True)
-def packed_shared(i64, f64, b8, layout, H, out):
-    t, horizon, n_active, ints, floats, slot_flags, choices, log_history, _, _ = _arrays(i64, f64, b8, layout)
-    fill_shared(t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, out)
-
-
-@njit(cache=True)
-def packed_observations(i64, f64, b8, layout, H, obs, mask):
-    t, horizon, n_active, ints, floats, slot_flags, choices, log_history, speeds, node_slot = _arrays(i64, f64, b8, layout)
-    fill_observations(t, horizon, n_active, ints, floats, slot_flags, choices, log_history, H, speeds, node_slot, obs, mask)
+@njit(cache=True, error_model="numpy")
+def observations_of(s, H, obs, mask):
+    """:func:`fill_observations` from a simulator's :class:`core_env.dynamics.State`."""
+    fill_observations(s.env[_d.T], s.horizon, s.env[_d.N_ACTIVE], s.ints, s.floats, s.slot_flags, s.choices, s.history, s.recent, H,
+                      s.speeds, s.node_slot, obs, mask)
 
 
 def shared(sim: Simulator, history: int, dtype=np.float32) -> np.ndarray:
     """(B, 3 + K·F) the global features and slot table of every environment (what every node's
     observation shares after its node features), clipped to ±OBS_BOUND."""
     out = np.empty((sim.B, shared_dim(sim.K, history)), dtype)
-    packed_shared(sim._i64, sim._f64, sim._b8, sim._layout, int(history), out)
+    shared_of(sim._state, int(history), out)
     return out
 
 
@@ -221,7 +223,7 @@ def observations(sim: Simulator, history: int) -> tuple[np.ndarray, np.ndarray]:
     """(B, N, D) float32 observations and (B, N, K+1) int8 action masks (fresh arrays)."""
     obs = np.empty((sim.B, sim.N, obs_dim(sim.K, history)), np.float32)
     mask = np.empty((sim.B, sim.N, sim.K + 1), np.int8)
-    packed_observations(sim._i64, sim._f64, sim._b8, sim._layout, int(history), obs, mask)
+    observations_of(sim._state, int(history), obs, mask)
     return obs, mask
 
 

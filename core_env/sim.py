@@ -81,7 +81,7 @@ _INT64 = np.dtype(np.int64)
 _STATS_AND_CLOCK = dynamics.N_ACTIVE + 1  # the rows of _env that statistics_of reads: STATS, t, …, n_active
 #: What an empty slot holds (the slots at reset, in the order of INT_FIELDS and FLOAT_FIELDS).
 _EMPTY_INT = (-1, 0, 0, 0, 0, 1, NEVER, 0, -1)
-_EMPTY_FLOAT = (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+_EMPTY_FLOAT = (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def _window(workload: Workload) -> int:
@@ -97,11 +97,12 @@ class Simulator:
     empty), ``arrival``, ``deadline``, ``curve``, ``steps`` (node-steps received), ``last_node``;
     ``target``, ``batches_per_step``, ``demand`` (hidden nominal demand from the task's start: oracles
     only), ``progress`` (batches trained), ``last_loss``, ``first_loss``, ``log_target`` (log of the target floored
-at LOSS_FLOOR); ``flat[name]`` is the (B·K,)
+at LOSS_FLOOR), ``phi`` (the shaped reward's log-progress φ, :mod:`core_env.reward`); ``flat[name]`` is the (B·K,)
     view of field ``name``. They are the columns of one (B·K, ·) table per dtype, so that admitting a
     task is one row copy from a per-task table. ``has_report[b, k]``: active and has reported a loss;
     ``served_last``: served in the last step. ``history[b, k, j]`` is the loss the slot's task reported
-at its (j + 1)-th service and ``log_history`` its log (floored at LOSS_FLOOR), as observations show it. Node arrays are (B, N): ``node_slot`` (the slot each node
+at its (j + 1)-th service; ``recent[b, k, j]`` is the log (floored at LOSS_FLOOR) of its (j + 1)-th latest
+report, for the configured H (the observation's loss history; only the first ``steps`` entries count). Node arrays are (B, N): ``node_slot`` (the slot each node
     served last step, -1 idle). ``action_choices`` (B, K + 1) says which actions choose a task (column
     0, idle, is always True); ``active`` is its view without column 0. Per environment: ``t``, ``done``,
     ``terminated``, ``truncated``, ``next_task``, ``n_active`` and ``stats`` (name -> (B,) counts).
@@ -159,28 +160,24 @@ at its (j + 1)-th service and ``log_history`` its log (floored at LOSS_FLOOR), a
         B, K, N = self.B, self.K, self.N
         self._task_stride = m = max(1, max_tasks) + 1  # per env: its tasks, then a sentinel that never arrives
         self.max_history = H = max(1, max_window)  # a task is served at most once per step of its window
+        self._outcome_from: dict[str, int] = {}
         shapes = {"_ints": (B * K, len(INT_FIELDS)), "_env": (len(STATS) + len(dynamics.ENV_FIELDS), B), "node_slot": (B, N),
                   "_task_ints": (B * m, len(INT_FIELDS)), "_params_i": (3,), "_counts": (3, B), "_floats": (B * K, len(FLOAT_FIELDS)),
-                  "_task_floats": (B * m, len(FLOAT_FIELDS)), "history": (B, K, H), "log_history": (B, K, H), "speeds": (N,),
+                  "_task_floats": (B * m, len(FLOAT_FIELDS)), "history": (B, K, H), "recent": (B, K, self.config.history), "speeds": (N,),
                   "horizon": (B,), "potential": (B,), "_params_f": (2,), "reward": (B,), "_reported": (B, K), "_slot_flags": (2, B, K),
                   "action_choices": (B, K + 1), "_flags": (3, B), "_nodes": (2, B, N), "_served": (B, K)}
         dtypes = {"i": np.int64, "f": np.float64, "b": np.bool_}
-        layout = np.ones((len(dynamics.STATE), 4), np.int64)
-        sizes = {"i": 0, "f": 0, "b": 0}
-        for j, (name, arena, _) in enumerate(dynamics.STATE):
-            shape = shapes[name]
-            layout[j, 0] = sizes[arena]
-            layout[j, 1 : 1 + len(shape)] = shape
-            sizes[arena] += int(np.prod(shape))
+        sizes = {arena: sum(int(np.prod(shapes[name])) for name, a in dynamics.STATE if a == arena) for arena in dtypes}
         self._arenas = {arena: np.zeros(size, dtypes[arena]) for arena, size in sizes.items()}
         self._i64, self._f64, self._b8 = self._arenas["i"], self._arenas["f"], self._arenas["b"]
-        self._layout = layout
-        for j, (name, arena, _) in enumerate(dynamics.STATE):
-            start = layout[j, 0]
-            setattr(self, name, self._arenas[arena][start : start + int(np.prod(shapes[name]))].reshape(shapes[name]))
-        # the step's outcome: the last arrays of each arena, copied out once per arena after a step
-        self._outcome_from = {arena: int(layout[[n for n, a, _ in dynamics.STATE].index(first), 0])
-                              for arena, first in (("i", "_counts"), ("f", "_reported"), ("b", "_nodes"))}
+        used = dict.fromkeys(dtypes, 0)
+        for name, arena in dynamics.STATE:
+            size = int(np.prod(shapes[name]))
+            setattr(self, name, self._arenas[arena][used[arena] : used[arena] + size].reshape(shapes[name]))
+            if name in ("_counts", "_reported", "_nodes"):  # the step's outcome: the rest of each arena, copied out at once
+                self._outcome_from[arena] = used[arena]
+            used[arena] += size
+        self._state = dynamics.State(*(getattr(self, name) for name, _ in dynamics.STATE), self.bank.cum, self.bank.slope)
         self.speeds[:] = self.config.speeds
         self._write_params()
         self.n_tasks = np.zeros(B, np.int64)
@@ -217,13 +214,12 @@ at its (j + 1)-th service and ``log_history`` its log (floored at LOSS_FLOOR), a
 
     def _grow(self, max_tasks: int, max_window: int) -> None:
         """Re-allocate for larger workloads, keeping every environment's state."""
-        kept = ("n_tasks", "arrival_steps", "horizon", "potential", "_env", "_flags", "action_choices", "_ints", "_floats", "_slot_flags", "node_slot")
-        old = {name: getattr(self, name) for name in ("_task_ints", "_task_floats", "_task_stride", "history", "log_history") + kept}
+        kept = ("recent", "n_tasks", "arrival_steps", "horizon", "potential", "_env", "_flags", "action_choices", "_ints", "_floats", "_slot_flags", "node_slot")
+        old = {name: getattr(self, name) for name in ("_task_ints", "_task_floats", "_task_stride", "history") + kept}
         self._allocate(int(max_tasks * 1.5) + 1, max(max_window, int(self.max_history * 1.5)))
         for name in kept:
             getattr(self, name)[...] = old[name]
         self.history[:, :, : old["history"].shape[2]] = old["history"]
-        self.log_history[:, :, : old["log_history"].shape[2]] = old["log_history"]
         m, s = old["_task_stride"], self._task_stride
         for b in range(self.B):
             self._task_ints[b * s : b * s + m] = old["_task_ints"][b * m : (b + 1) * m]
@@ -252,7 +248,7 @@ at its (j + 1)-th service and ``log_history`` its log (floored at LOSS_FLOOR), a
         self.action_choices[b] = False
         self.action_choices[b, 0] = True
         self.history[b] = 0.0
-        self.log_history[b] = 0.0
+        self.recent[b] = 0.0
         self.node_slot[b] = -1
         self._env[:, b] = 0
         self._flags[:, b] = False
@@ -262,8 +258,7 @@ at its (j + 1)-th service and ``log_history`` its log (floored at LOSS_FLOOR), a
         self.potential[b] = 0.0  # no task has reported at the start
         self._next_expiry[b] = NEVER
         self._task_base[b] = b * m
-        dynamics.reset_env(b, K, self._ints, self._floats, self._slot_flags, self.action_choices, self._env, self._flags,
-                           self._task_ints, self._task_floats, self.config.max_cycles)
+        dynamics.reset_state(b, self._state)
 
     # ------------------------------------------------------------------ step
     def check_actions(self, actions: np.ndarray) -> np.ndarray:
@@ -281,7 +276,7 @@ at its (j + 1)-th service and ``log_history`` its log (floored at LOSS_FLOOR), a
     def step(self, actions: np.ndarray) -> StepOutcome:
         """Advance every live environment by one step. ``actions``: (B, N) ints in [0, K]."""
         actions = self.prepare(actions)
-        self.raise_for(dynamics.step_packed(actions, self._i64, self._f64, self._b8, self._layout, self.bank.cum, self.bank.slope), actions)
+        self.raise_for(dynamics.step_and_reward(actions, self._state), actions)
         return self.outcome()
 
     def prepare(self, actions: np.ndarray) -> np.ndarray:

@@ -57,12 +57,13 @@ class Observer(Protocol):
     def on_step(self, batch: EnvBatch, outcome: StepOutcome) -> None: ...
 
 
-@njit(cache=True)
-def step_and_observe(actions, i64, f64, b8, layout, cum, slope, H, obs, mask):
-    """One compiled call: the step (:func:`core_env.dynamics.step_packed`), then the per-node observations."""
-    code, where = dynamics.step_packed(actions, i64, f64, b8, layout, cum, slope)
+@njit(cache=True, error_model="numpy")
+def step_and_observe(actions, state, H, obs, mask):
+    """One compiled call: the step and reward (:func:`core_env.dynamics.step_and_reward`), then the
+    per-node observations."""
+    code, where = dynamics.step_and_reward(actions, state)
     if code == dynamics.OK:
-        features.packed_observations(i64, f64, b8, layout, H, obs, mask)
+        features.observations_of(state, H, obs, mask)
     return code, where
 
 
@@ -129,10 +130,10 @@ class EnvBatch:
         actions = sim.prepare(actions)
         if observe:
             obs, mask = np.empty(self._obs_shape, np.float32), np.empty(self._mask_shape, np.int8)
-            result = step_and_observe(actions, sim._i64, sim._f64, sim._b8, sim._layout, sim.bank.cum, sim.bank.slope, self._history, obs, mask)
+            result = step_and_observe(actions, sim._state, self._history, obs, mask)
             observed = obs, mask
         else:
-            result = dynamics.step_packed(actions, sim._i64, sim._f64, sim._b8, sim._layout, sim.bank.cum, sim.bank.slope)
+            result = dynamics.step_and_reward(actions, sim._state)
             observed = None
         if result[0]:
             sim.raise_for(result, actions)
@@ -168,7 +169,7 @@ class EnvBatch:
             observed, self._observed = self._observed, None
             return observed
         obs, mask = self._empty_observation()
-        features.packed_observations(self.sim._i64, self.sim._f64, self.sim._b8, self.sim._layout, self._history, obs, mask)
+        features.observations_of(self.sim._state, self._history, obs, mask)
         return obs, mask
 
     def _empty_observation(self) -> tuple[np.ndarray, np.ndarray]:
