@@ -143,26 +143,36 @@ def suite_workloads(batch_size: int) -> list:
 
 
 def vector_stepper(batch_size: int, rng: np.random.Generator, observation: str | None = "per_node", **kwargs: Any) -> Stepper:
-    """Batched steps of the vector env on suite workloads (or seeded draws with ``kwargs``), every env
-    reset together once all are done. ``observation=None``: ``EnvBatch.step`` alone (dynamics and shaped
-    reward, no observations or infos)."""
+    """Batched steps of the vector env in its steady state: every env that ends is reset (untimed, like
+    the single views' resets) onto the next id/train suite workload (or a seeded draw with ``kwargs``), so
+    all B stay live. ``observation=None``: ``EnvBatch.step`` alone (dynamics and shaped reward, no
+    observations or infos)."""
     envs = DiscreteCoREVectorEnv(batch_size, "disabled", observation or "per_node", **kwargs)
-    options = None if kwargs else [{"workload": w} for w in suite_workloads(batch_size)]
-    envs.reset(seed=0, options=options)
+    pool = None if kwargs else suite_workloads(SUITE_ROOTS * SUITE_EPISODES)
+    served = [batch_size]  # workloads of the pool handed out so far
+
+    def options(count: int) -> list[dict[str, Any]] | None:
+        if pool is None:
+            return None
+        picked = [{"workload": pool[(served[0] + i) % len(pool)]} for i in range(count)]
+        served[0] += count
+        return picked
+
+    envs.reset(seed=0, options=None if pool is None else [{"workload": pool[i % len(pool)]} for i in range(batch_size)])
     batch = envs.batch
 
     def step() -> tuple[int, float]:
         actions = masked_random(envs.action_masks(), rng)
-        live = int(np.count_nonzero(~batch.sim.done))
         start = time.perf_counter()
         if observation is None:
             batch.step(actions)
         else:
             envs.step(actions)
         elapsed = time.perf_counter() - start
-        if batch.sim.done.all():
-            envs.reset(options=options)
-        return live, elapsed
+        if batch.sim.done.any():
+            ended = np.flatnonzero(batch.sim.done)
+            batch.reset(batch.workloads_for(ended, options(ended.size)), ended)
+        return batch_size, elapsed
 
     return step
 

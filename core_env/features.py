@@ -99,13 +99,13 @@ def shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, histo
     out[0] = _bounded(now / T)
     out[1] = _bounded(max(T - now, 0.0) / T)
     out[2] = _bounded(n_active[b] / K)
+    ring = H <= recent.shape[2]
+    out[GLOBAL_FEATURES:] = 0.0  # empty slots, and history entries before a task's first reports, stay zero
     for k in range(K):
+        if not choices[b, k + 1]:
+            continue
         row = GLOBAL_FEATURES + k * F
         i = b * K + k
-        if not choices[b, k + 1]:  # an empty slot is all zeros
-            for j in range(F):
-                out[row + j] = 0.0
-            continue
         steps = ints[i, _d.STEPS]
         log_target = floats[i, _d.LOG_TARGET]
         out[row + PRESENT] = 1.0
@@ -118,18 +118,16 @@ def shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, histo
             last = recent[b, k, 0]
             out[row + LAST_LOG_LOSS] = last
             out[row + LOG_GAP] = last - log_target
+        known = min(steps, H)  # the last H reported log losses, most recent first
+        start = row + HISTORY_START
+        if ring:
+            for j in range(known):
+                out[start + j] = recent[b, k, j]
         else:
-            out[row + LAST_LOG_LOSS] = 0.0
-            out[row + LOG_GAP] = 0.0
-        ring = H <= recent.shape[2]
-        for j in range(H):  # the last H reported log losses, most recent first
-            if j >= steps:
-                out[row + HISTORY_START + j] = 0.0
-            elif ring:
-                out[row + HISTORY_START + j] = recent[b, k, j]
-            else:
-                out[row + HISTORY_START + j] = np.log(max(history[b, k, steps - 1 - j], LOSS_FLOOR))
-        out[row + F - 1] = 1.0 if slot_flags[_d.SERVED_LAST, b, k] else 0.0
+            for j in range(known):
+                out[start + j] = np.log(max(history[b, k, steps - 1 - j], LOSS_FLOOR))
+        if slot_flags[_d.SERVED_LAST, b, k]:
+            out[row + F - 1] = 1.0
 
 
 @njit(cache=True, error_model="numpy")

@@ -35,7 +35,7 @@ from numba import njit
 
 from core_env import dynamics, features
 from core_env.config import EnvConfig, make_config
-from core_env.sim import InvalidActionError, Simulator, StepOutcome
+from core_env.sim import STATS, InvalidActionError, Simulator, StepOutcome
 from core_env.workload import Workload, select_workload
 
 #: Episode statistics reported in every info (running values; final at the last step).
@@ -201,12 +201,19 @@ class EnvBatch:
         return self.last_outcome.conflicts, self.last_outcome.invalid
 
     def infos(self) -> dict[str, np.ndarray]:
-        """Every info key as a (B,) array (``conflict``/``invalid_action``: (B, N))."""
-        stats = self.sim.episode_statistics()
-        infos = {key: np.array(stats[key]) for key in EPISODE_KEYS}
-        infos["potential"] = self.sim.potential.copy()
-        conflict, invalid = self.node_flags()
-        infos["conflict"], infos["invalid_action"] = conflict.astype(np.int64), invalid.astype(np.int64)
+        """Every info key as a (B,) array (``conflict``/``invalid_action``: (B, N)): fresh arrays."""
+        sim = self.sim
+        counts = sim._env[: len(STATS)].copy()  # (9, B): one copy, a view per statistic
+        parts = dict(zip(STATS, counts))
+        arrived, t = parts["arrived"], sim.t.copy()
+        parts["completion_rate"] = np.where(arrived > 0, parts["completed"] / np.maximum(arrived, 1), 0.0)
+        parts["active"] = sim.n_active.copy()
+        parts["node_utilization"] = parts["busy_node_steps"] / (self.N * np.maximum(t, 1))
+        parts["t"] = t
+        infos = {key: parts[key] for key in EPISODE_KEYS}
+        infos["potential"] = sim.potential.copy()
+        flags = sim._nodes.astype(np.int64) if self._stepped else np.zeros((2, self.B, self.N), np.int64)
+        infos["conflict"], infos["invalid_action"] = flags[0], flags[1]
         return infos
 
 
