@@ -366,17 +366,23 @@ obs, rewards, terminated, truncated, infos = envs.step(actions)   # actions (B, 
   a single env reset with seed `s + i` plays (tested step for step).
 - **Reset.** `reset(seed=s)` seeds env i with `s + i` (or `seed=[s0, s1, …]`); `options` is one mapping
   for every env (the single views' options: `suite`, `root`, `episode`, `workload`, …) or a sequence of
-  B mappings, e.g. `[{"suite": "eval", "root": r, "episode": e} for …]`; `options={"reset_mask": mask,
-  …}` resets only the masked envs.
+  B mappings, e.g. `[{"suite": "eval", "root": r, "episode": e} for …]` (with `autoreset_mode="disabled"`:
+  the envs of one vector env play on one curve bank, and autoresets draw on the train curves, so suite
+  episodes or your own workloads on another bank are refused in the autoreset modes with a message
+  saying so); `options={"reset_mask": mask, …}` resets only the masked envs (and with `seed`, reseeds
+  only those, as Gymnasium's vector envs do).
 - **Autoreset** (`autoreset_mode`, declared in `metadata["autoreset_mode"]`): `"next_step"` (default,
-  Gymnasium's): the step after an env ends resets it, its action ignored, reward 0; `"same_step"`: the
+  Gymnasium's): the step after an env ends resets it, its action ignored (not even checked), reward 0; `"same_step"`: the
   env is reset within the step that ends it and `infos["final_obs"]` (object array, the final
   observation of each ended env), `infos["final_info"]` (its final statistics) and the masks
   `infos["_final_obs"]`, `infos["_final_info"]` hold what it ended with; `"disabled"`: a finished env is
   frozen (reward 0, flags stay set) until `reset(options={"reset_mask": …})`, the mode for evaluating
-  fixed workloads. Autoresets draw a seeded workload from the env's rng.
-- **Infos.** Every key of the single views as a (B,) array (`conflict`, `invalid_action`: (B, N)), each
-  with Gymnasium's all-True `_key` mask.
+  fixed workloads. Autoresets draw a seeded workload from the env's rng (on the task set's train curves).
+  A step refused for a bad action changes nothing, the last step's outcome (infos) included.
+- **Infos.** Every key of the single views as a (B,) array (`conflict`, `invalid_action`: (B, N); an env
+  reset at this step reads zeros there), each with Gymnasium's all-True `_key` mask (one read-only array).
+  `infos["final_info"]` (same_step) holds every env's final statistics as (B,) arrays; `_final_info` says
+  which envs ended.
 - **Masks.** `envs.action_masks()` (B, N, K + 1) bool; `obs["action_mask"]` the same as int8.
 - **Oracle access** (for oracle rows and bounds only): `remaining_demand()` (B, K); also
   `reported_history(env, slot)`, `slot_task(env, slot)`, `workloads`, `state()` (B, 3 + K·F).

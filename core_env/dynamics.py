@@ -352,6 +352,9 @@ def step_and_reward(actions, s):
     """:func:`step` on a :class:`State` (the outcome into its outcome arrays, zeroed first); then the
     team reward (completions, plus Φ(s') − Φ(s) when shaped) into ``reward`` and Φ(s') into ``potential``."""
     counts, reported, nodes, served, reward, potential = s.counts, s.reported, s.nodes, s.served, s.reward, s.potential
+    code, where = check_actions(actions, s.choices, s.flags, s.slot_flags.shape[2], s.params_i[P_STRICT] != 0)
+    if code != OK:  # refused: the last step's outcome stays as it was
+        return code, where
     counts[:] = 0
     reported[:] = 0.0
     nodes[:] = False

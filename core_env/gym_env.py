@@ -62,7 +62,7 @@ class DiscreteCoREEnv(gym.Env):
         if array.dtype.kind not in "iu":
             raise TypeError(f"action must be an integer array, got dtype {array.dtype}")
         try:
-            reward = self.episode.step(array.astype(np.int64))
+            reward = self.episode.step(array)
         except InvalidActionError as error:
             raise ValueError(f"node_{error.node}: {error}") from error
         if self.render_mode == "human":

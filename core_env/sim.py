@@ -256,6 +256,11 @@ report, for the configured H (the observation's loss history; only the first ``s
         self.arrival_steps[b] = self._arrival_steps[b] = workload.arrival_steps
         self.horizon[b] = float(workload.arrival_steps)
         self.potential[b] = 0.0  # no task has reported at the start
+        self.reward[b] = 0.0  # and env b's entries of the last outcome read as "nothing happened"
+        self._counts[:, b] = 0
+        self._nodes[:, b] = False
+        self._served[b] = False
+        self._reported[b] = 0.0
         self._next_expiry[b] = NEVER
         self._task_base[b] = b * m
         dynamics.reset_state(b, self._state)

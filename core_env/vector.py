@@ -85,14 +85,24 @@ class EnvBatch:
         self._obs_shape = (self.B, self.N, features.obs_dim(self.K, config.history))
         self._mask_shape = (self.B, self.N, self.K + 1)
 
-    def seed(self, seed: int | Sequence[int | None] | None) -> None:
-        """Env i's rng becomes ``default_rng(seed + i)`` (an int), ``default_rng(seed[i])`` (a sequence)."""
+    def seed(self, seed: int | Sequence[int | None] | None, envs: Sequence[int] | None = None) -> None:
+        """Env i's rng becomes ``default_rng(seed + i)`` (an int), ``default_rng(seed[i])`` (a sequence of
+        B seeds, None keeps an env's rng); with ``envs``, only those envs are reseeded (as Gymnasium's
+        vector envs seed the envs a reset mask selects)."""
         if seed is None:
             return
         seeds = [seed + i for i in range(self.B)] if isinstance(seed, (int, np.integer)) else list(seed)
         if len(seeds) != self.B:
             raise ValueError(f"need one seed per environment ({self.B}), got {len(seeds)}")
-        self.rngs = [np.random.default_rng(s) if s is not None else self.rngs[i] for i, s in enumerate(seeds)]
+        for i in range(self.B) if envs is None else envs:
+            if seeds[i] is not None:
+                self.rngs[i] = np.random.default_rng(seeds[i])
+
+    def seeded_bank(self):
+        """The curve bank of the workloads drawn from the envs' rngs (what autoresets play on)."""
+        from core_env.workload import stress_bank
+
+        return stress_bank() if self.config.task_set == "stress" else self.config.bank("train")
 
     def workloads_for(self, envs: Sequence[int], options: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None) -> list[Workload]:
         """The workload of each environment in ``envs``: ``options`` (one mapping for all, or one per env
@@ -109,11 +119,12 @@ class EnvBatch:
                 raise RuntimeError("reset every environment before resetting some of them")
             self.sim.reset(workloads)
             envs = np.arange(self.B)
+            self._stepped = False
         else:
             envs = np.asarray(envs, np.int64)
-            self.sim.reset_envs(envs, workloads)
+            self.sim.reset_envs(envs, workloads)  # their entries of the last outcome become zeros
         self.started = True
-        self._stepped, self._outcome = False, None
+        self._outcome = None
         self._observed = None
         for observer in self.observers:
             observer.on_reset(self, envs)
@@ -283,6 +294,7 @@ class DiscreteCoREVectorEnv(VectorEnv):
         self.render_mode = None
         self._pending = np.zeros(self.num_envs, bool)  # envs to reset at the next step (next_step mode)
         self._ones = np.ones(self.num_envs, bool)
+        self._ones.setflags(write=False)  # shared by every "_key" mask: read-only, so no caller can corrupt it
 
     @property
     def config(self) -> EnvConfig:
@@ -300,14 +312,27 @@ class DiscreteCoREVectorEnv(VectorEnv):
             mask = np.asarray(options["reset_mask"], bool)
             if mask.shape != (self.num_envs,):
                 raise ValueError(f"reset_mask must have shape ({self.num_envs},), got {mask.shape}")
+            if not self.batch.started and not mask.all():
+                raise RuntimeError("the first reset must reset every env (reset_mask all True, or no reset_mask)")
             envs = np.flatnonzero(mask)
             options = {k: v for k, v in options.items() if k != "reset_mask"} or None
+        if not len(envs):
+            return self._observation(), self._infos()
         if seed is not None:
-            self.batch.seed(seed)
-        if len(envs) == self.num_envs:
-            self.batch.reset(self.batch.workloads_for(envs, options))
-        elif len(envs):
-            self.batch.reset(self.batch.workloads_for(envs, options), envs)
+            self.batch.seed(seed, envs)
+        workloads = self.batch.workloads_for(envs, options)
+        banks = {id(w.bank): w.bank for w in workloads}
+        if len(envs) < self.num_envs:
+            banks.setdefault(id(self.batch.sim.bank), self.batch.sim.bank)
+        if len(banks) > 1:
+            raise ValueError("the envs of one vector env play on one curve bank: these workloads are on "
+                             f"{sorted(b.name for b in banks.values())} (e.g. a suite episode, on eval curves, beside a seeded draw, "
+                             "on train curves); reset every env onto workloads of one bank")
+        if self.autoreset_mode != AutoresetMode.DISABLED and workloads[0].bank is not self.batch.seeded_bank():
+            raise ValueError(f"autoreset_mode={self.autoreset_mode.value!r} starts each new episode on a seeded draw "
+                             f"(train curves of {self.config.task_set_name!r}), but these workloads are on bank "
+                             f"{workloads[0].bank.name!r}: replay suites or your own workloads with autoreset_mode='disabled'")
+        self.batch.reset(workloads, None if len(envs) == self.num_envs else envs)
         self._pending[envs] = False
         return self._observation(), self._infos()
 
@@ -319,16 +344,19 @@ class DiscreteCoREVectorEnv(VectorEnv):
             raise ValueError(f"actions must have shape (num_envs, n_nodes) = {(self.num_envs, self.batch.N)}, got {array.shape}")
         if array.dtype.kind not in "iu":
             raise TypeError(f"actions must be integers, got dtype {array.dtype}")
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP and self._pending.any():
+            array = np.array(array, np.int64)
+            array[self._pending] = 0  # envs that reset at this step ignore their actions (they are frozen until then)
         try:
-            rewards = self.batch.step(array.astype(np.int64, copy=False), observe=self.observation_kind == "per_node")
+            rewards = self.batch.step(array, observe=self.observation_kind == "per_node")
         except InvalidActionError as error:
             raise ValueError(f"env {error.env}, node_{error.node}: {error}") from error
         sim = self.batch.sim
         if self.autoreset_mode == AutoresetMode.NEXT_STEP and self._pending.any():
             envs = np.flatnonzero(self._pending)
+            self._pending[:] = False
             self.batch.reset(self.batch.workloads_for(envs, None), envs)
             rewards[envs] = 0.0
-            self._pending[:] = False
         terminated, truncated = sim.terminated.copy(), sim.truncated.copy()
         if self.autoreset_mode == AutoresetMode.DISABLED:
             return self._observation(), rewards, terminated, truncated, self._infos()

@@ -195,3 +195,77 @@ def test_the_gymnasium_view_offers_the_compact_observation_too():
     assert per_node.action_masks().shape == (4 * 17,)  # reachable through gym.make (sb3-contrib's convention)
     with pytest.raises(ValueError, match="observation"):
         gym.make(core_env.GYM_ID, observation="dense")
+
+
+def test_autoreset_modes_refuse_workloads_they_cannot_continue_and_mixed_banks():
+    suite = {"suite": "eval", "root": 0, "episode": 0}
+    for mode in ("next_step", "same_step"):
+        with pytest.raises(ValueError, match="autoreset_mode='disabled'"):
+            DiscreteCoREVectorEnv(2, mode).reset(options=suite)
+    envs = DiscreteCoREVectorEnv(2, "disabled")
+    with pytest.raises(ValueError, match="one curve bank"):
+        envs.reset(options=[suite, {}])  # eval curves beside a seeded draw on train curves
+    envs.reset(options=suite)
+    with pytest.raises(ValueError, match="one curve bank"):
+        envs.reset(seed=1, options={"reset_mask": np.array([True, False])})  # a seeded draw beside a suite episode
+    assert envs.batch.sim.t.tolist() == [0, 0]
+
+
+def test_per_node_flags_match_single_envs_across_autoresets():
+    """An env that resets at a step reads zero flags; the others keep theirs (against B PettingZoo envs)."""
+    B, kwargs = 3, {**SMALL, "max_cycles": 30}
+    rng = np.random.default_rng(2)
+    for mode in ("next_step", "same_step"):
+        envs = DiscreteCoREVectorEnv(B, mode, **kwargs)
+        singles = [discrete_core_v1.parallel_env(**kwargs) for _ in range(B)]
+        envs.reset(seed=7)
+        for i, env in enumerate(singles):
+            env.reset(seed=7 + i)
+        resets = 0
+        for _ in range(100):
+            actions = rng.integers(0, 5, (B, 2))  # invalid choices and conflicts included
+            _, _, terminated, truncated, infos = envs.step(actions)
+            for i, env in enumerate(singles):
+                if not env.agents:  # next_step: this step is env i's reset
+                    _, single = env.reset()
+                    resets += 1
+                else:
+                    _, _, _, _, single = env.step({a: int(actions[i, n]) for n, a in enumerate(env.possible_agents)})
+                    if mode == "same_step" and not env.agents:
+                        _, single = env.reset()
+                        resets += 1
+                assert [single[a]["conflict"] for a in env.possible_agents] == infos["conflict"][i].tolist()
+                assert [single[a]["invalid_action"] for a in env.possible_agents] == infos["invalid_action"][i].tolist()
+                assert single["node_0"]["t"] == infos["t"][i]
+        assert resets >= 6
+
+
+def test_a_seed_with_a_reset_mask_reseeds_only_the_masked_envs():
+    envs = DiscreteCoREVectorEnv(3, "disabled", **SMALL)
+    envs.reset(seed=0)
+    before = [rng.bit_generator.state for rng in envs.batch.rngs]
+    envs.reset(seed=100, options={"reset_mask": np.array([False, True, False])})
+    after = [rng.bit_generator.state for rng in envs.batch.rngs]
+    assert after[0] == before[0] and after[2] == before[2] and after[1] != before[1]
+    single = discrete_core_v1.parallel_env(**SMALL)
+    single.reset(seed=101)  # env 1 of a reset seeded 100 plays what a single env seeded 101 plays
+    np.testing.assert_array_equal(envs.workloads[1].arrival, single.episode.workload.arrival)
+    np.testing.assert_array_equal(envs.workloads[1].target, single.episode.workload.target)
+
+
+def test_a_refused_step_keeps_the_last_outcome_and_clear_errors():
+    envs = DiscreteCoREVectorEnv(1, "disabled", n_nodes=2, n_slots=4, strict=True)
+    obs, _ = envs.reset(seed=0)
+    for _ in range(5):
+        active = np.flatnonzero(obs["action_mask"][0, 0])
+        obs, _, _, _, infos = envs.step(np.array([[active[-1], active[-1]]]))  # node 1 always loses: a conflict
+    assert infos["conflict"].tolist() == [[0, 1]]
+    with pytest.raises(ValueError, match="outside"):
+        envs.step(np.array([[0, 9]]))
+    assert envs._infos()["conflict"].tolist() == [[0, 1]]
+    with pytest.raises(ValueError, match="action 18446744073709551615"):
+        envs.step(np.array([[0, 2**64 - 1]], np.uint64))
+    with pytest.raises(ValueError, match="read-only"):
+        infos["_t"][0] = False
+    with pytest.raises(RuntimeError, match="first reset"):
+        DiscreteCoREVectorEnv(2).reset(options={"reset_mask": np.array([True, False])})
