@@ -47,6 +47,7 @@ TEAM_KEYS = ("potential",)
 #: Per-node keys: what happened to this node's own action this step.
 NODE_KEYS = ("conflict", "invalid_action")
 OBSERVATIONS = ("per_node", "compact")
+_CLOCK_ROWS = dynamics.N_ACTIVE + 1  # rows of the simulator's env table that infos read
 
 
 class Observer(Protocol):
@@ -214,11 +215,12 @@ class EnvBatch:
     def infos(self) -> dict[str, np.ndarray]:
         """Every info key as a (B,) array (``conflict``/``invalid_action``: (B, N)): fresh arrays."""
         sim = self.sim
-        counts = sim._env[: len(STATS)].copy()  # (9, B): one copy, a view per statistic
-        parts = dict(zip(STATS, counts))
-        arrived, t = parts["arrived"], sim.t.copy()
-        parts["completion_rate"] = np.where(arrived > 0, parts["completed"] / np.maximum(arrived, 1), 0.0)
-        parts["active"] = sim.n_active.copy()
+        block = sim._env[:_CLOCK_ROWS].copy()  # one copy: the statistics, t, ..., n_active; a view per key
+        parts = dict(zip(STATS, block))
+        arrived, t = parts["arrived"], block[dynamics.T]
+        rate = np.zeros(self.B)
+        parts["completion_rate"] = np.divide(parts["completed"], arrived, out=rate, where=arrived > 0)
+        parts["active"] = block[dynamics.N_ACTIVE]
         parts["node_utilization"] = parts["busy_node_steps"] / (self.N * np.maximum(t, 1))
         parts["t"] = t
         infos = {key: parts[key] for key in EPISODE_KEYS}
