@@ -416,8 +416,8 @@ x86-64 CPU; observations take logarithms from the C library (within an ulp acros
 | PettingZoo view / API floor (a ParallelEnv that only builds the same dicts) | **0.55×** (rounds 0.49–0.66; target ≥ 0.5) — 29.6k vs 56.1k steps/s |
 | Gymnasium view / API floor | 0.65× |
 | `EnvBatch.step` (dynamics + shaped reward, no observations), B = 256 / API floor | **15.1×** (rounds 12.0–19.0; target ≥ 10) |
-| vector env `step` (per-node observations, shaped reward, infos), B = 256 / API floor | **7.08×** (rounds 4.9–8.1; target ≥ 7) — 333k env-steps/s |
-| vector env `step` (compact observations, shaped reward, infos), B = 256 / API floor | 7.42× (rounds 4.7–10.3) — 460k env-steps/s |
+| vector env `step` (per-node observations, shaped reward, infos), B = 256 / API floor | **7.08×** (rounds 4.9–8.1; target ≥ 7) — 333k env-steps/s; 6.54× and 6.27× in two later runs: not reliably met |
+| vector env `step` (compact observations, shaped reward, infos), B = 256 / API floor | 7.42× (rounds 4.7–10.3) — 460k env-steps/s; 7.37× and 6.89× later |
 | per env-step at N = 4 / 16 / 64 / 256 (K = 4N): PettingZoo view | 32.6 / 57.2 / 246 / 3,494 µs |
 | … vector env (B = 16), per-node observations | 6.5 / 21.8 / 209 / 5,433 µs |
 | … vector env (B = 16), compact observations | 7.0 / 9.0 / 38.0 / 236 µs |
@@ -426,8 +426,8 @@ x86-64 CPU; observations take logarithms from the C library (within an ulp acros
 | seeded `reset()` (draws a workload; timed apart from steps) | 6.8 ms |
 
 Ratios are medians over 8 rounds in which the floor and each view run one chunk in turn (a busy machine
-slows neighbouring chunks alike); the round-to-round spread on this shared VM is wide, so the per-node
-ratio sits at its target, not clear of it. Resets are timed apart: a seeded reset draws a workload
+slows neighbouring chunks alike); the round-to-round spread on this shared VM is wide: over three runs the
+per-node ratio was 7.08, 6.54 and 6.27, so its ≥ 7× target is not reliably met. Resets are timed apart: a seeded reset draws a workload
 (6.8 ms, dominated by the recipe's target quantiles), which is most of an episode's cost when episodes
 are short; replaying suite or pre-drawn workloads avoids it.
 
