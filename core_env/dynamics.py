@@ -36,8 +36,8 @@ from core_env.curves import LOSS_FLOOR
 TASK, ARRIVAL, DEADLINE, CURVE, CUM_START, LENGTH, EXPIRY, STEPS, LAST_NODE = range(9)
 INT_FIELDS = ("task", "arrival", "deadline", "curve", "_cum_start", "_length", "_expiry", "steps", "last_node")
 #: Float slot fields: columns of ``Simulator._floats``.
-TARGET, BATCHES, DEMAND, PROGRESS, INTEGRAL, LAST_LOSS, FIRST_LOSS, LOG_TARGET, PHI = range(9)
-FLOAT_FIELDS = ("target", "batches_per_step", "demand", "progress", "_integral", "last_loss", "first_loss", "log_target", "phi")
+TARGET, BATCHES, DEMAND, PROGRESS, INTEGRAL, LAST_LOSS, FIRST_LOSS, LOG_TARGET, PHI, LOG_SPAN = range(10)
+FLOAT_FIELDS = ("target", "batches_per_step", "demand", "progress", "_integral", "last_loss", "first_loss", "log_target", "phi", "_log_span")
 #: Episode statistics: rows 0..8 of ``Simulator._env``.
 STATS = ("arrived", "completed", "failed", "rejected", "switches", "busy_node_steps", "wasted_node_steps", "conflicts", "invalid_actions")
 ARRIVED, COMPLETED, FAILED, REJECTED, SWITCHES, BUSY, WASTED, CONFLICTS, INVALID = range(9)
@@ -172,9 +172,10 @@ def serve(b, slot, ints, floats, slot_flags, choices, history, recent, node_slot
         ints[i, STEPS] = steps + 1
         if not had_report:
             floats[i, FIRST_LOSS] = loss
+            floats[i, LOG_SPAN] = np.log(loss / floats[i, TARGET])  # log(l0 / eps), fixed from the first report on
             slot_flags[HAS_REPORT, b, k] = True
         floats[i, LAST_LOSS] = loss
-        floats[i, PHI] = log_progress(floats[i, FIRST_LOSS], loss, floats[i, TARGET])
+        floats[i, PHI] = log_progress(floats[i, FIRST_LOSS], loss, floats[i, LOG_SPAN])
         ints[i, LAST_NODE] = n
         reported[b, k] = loss
         served[b, k] = True
@@ -287,10 +288,10 @@ def step(actions, ints, floats, slot_flags, choices, history, recent, node_slot,
 
 
 @njit(cache=True, error_model="numpy")
-def log_progress(first, last, target):
-    """φ = clip(log(l0 / l) / log(l0 / eps), 0, 1) of a task with first loss l0, latest l and target eps
-    (kept per slot as ``phi``: it changes only when the slot reports)."""
-    return min(max(np.log(first / last) / np.log(first / target), 0.0), 1.0)
+def log_progress(first, last, log_span):
+    """φ = clip(log(l0 / l) / log(l0 / eps), 0, 1) of a task with first loss l0, latest l and target eps,
+    given ``log_span`` = log(l0 / eps) (kept per slot as ``phi``: it changes only when the slot reports)."""
+    return min(max(np.log(first / last) / log_span, 0.0), 1.0)
 
 
 @njit(cache=True, error_model="numpy")

@@ -192,6 +192,34 @@ def observations_of(s, H, obs, mask):
                       s.speeds, s.node_slot, obs, mask)
 
 
+@njit(cache=True, error_model="numpy")
+def compact_of(s, H, nodes, shared, mask):
+    """The compact observation from a :class:`core_env.dynamics.State`: every node's own features (B, N, 3),
+    the shared part once per env (B, 3 + K·F) and the masks (B, N, K + 1)."""
+    shared_of(s, H, shared)
+    fill_nodes(s.speeds, s.node_slot, s.slot_flags.shape[2], nodes)
+    fill_masks(s.choices, mask)
+
+
+def compact(sim: Simulator, history: int) -> dict[str, np.ndarray]:
+    """The compact observation of every env: ``nodes`` (B, N, 3), ``global`` (B, 3), ``slots`` (B, K, F),
+    ``action_mask`` (B, N, K + 1); fresh arrays (``global`` and ``slots`` are views of one)."""
+    nodes, shared_part, mask = empty_compact(sim.B, sim.N, sim.K, history)
+    compact_of(sim._state, int(history), nodes, shared_part, mask)
+    return compact_dict(nodes, shared_part, mask, sim.K)
+
+
+def empty_compact(B: int, N: int, K: int, history: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (np.empty((B, N, NODE_FEATURES), np.float32), np.empty((B, shared_dim(K, history)), np.float32),
+            np.empty((B, N, K + 1), np.int8))
+
+
+def compact_dict(nodes: np.ndarray, shared_part: np.ndarray, mask: np.ndarray, K: int) -> dict[str, np.ndarray]:
+    B = shared_part.shape[0]
+    return {"nodes": nodes, "global": shared_part[:, :GLOBAL_FEATURES], "slots": shared_part[:, GLOBAL_FEATURES:].reshape(B, K, -1),
+            "action_mask": mask}
+
+
 def shared(sim: Simulator, history: int, dtype=np.float32) -> np.ndarray:
     """(B, 3 + K·F) the global features and slot table of every environment (what every node's
     observation shares after its node features), clipped to ±OBS_BOUND."""

@@ -81,7 +81,7 @@ _INT64 = np.dtype(np.int64)
 _STATS_AND_CLOCK = dynamics.N_ACTIVE + 1  # the rows of _env that statistics_of reads: STATS, t, …, n_active
 #: What an empty slot holds (the slots at reset, in the order of INT_FIELDS and FLOAT_FIELDS).
 _EMPTY_INT = (-1, 0, 0, 0, 0, 1, NEVER, 0, -1)
-_EMPTY_FLOAT = (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+_EMPTY_FLOAT = (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def _window(workload: Workload) -> int:

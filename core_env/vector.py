@@ -68,6 +68,15 @@ def step_and_observe(actions, state, H, obs, mask):
     return code, where
 
 
+@njit(cache=True, error_model="numpy")
+def step_and_observe_compact(actions, state, H, nodes, shared, mask):
+    """One compiled call: the step and reward, then the compact observation."""
+    code, where = dynamics.step_and_reward(actions, state)
+    if code == dynamics.OK:
+        features.compact_of(state, H, nodes, shared, mask)
+    return code, where
+
+
 class EnvBatch:
     """Simulator (whose compiled step also computes the team reward) + observation features of B
     environments, each with its own seeded rng."""
@@ -82,6 +91,7 @@ class EnvBatch:
         self._outcome: StepOutcome | None = None
         self.started = False
         self._observed: tuple[np.ndarray, np.ndarray] | None = None
+        self._observed_compact: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._history = config.history
         self._obs_shape = (self.B, self.N, features.obs_dim(self.K, config.history))
         self._mask_shape = (self.B, self.N, self.K + 1)
@@ -126,30 +136,35 @@ class EnvBatch:
             self.sim.reset_envs(envs, workloads)  # their entries of the last outcome become zeros
         self.started = True
         self._outcome = None
-        self._observed = None
+        self._observed = self._observed_compact = None
         for observer in self.observers:
             observer.on_reset(self, envs)
 
-    def step(self, actions: np.ndarray, observe: bool = False) -> np.ndarray:
+    def step(self, actions: np.ndarray, observe: bool | str = False) -> np.ndarray:
         """Apply (B, N) int actions; returns the (B,) team rewards. Raises before changing any state.
 
-        ``observe``: also compute the per-node observations in the same compiled call (the next
-        :meth:`observe` returns them).
+        ``observe``: also compute the observations in the same compiled call, per-node (True or
+        ``"per_node"``: the next :meth:`observe` returns them) or ``"compact"`` (the next
+        :meth:`observe_compact`).
         """
         if not self.started:
             raise RuntimeError("call reset() before step()")
         sim = self.sim
         actions = sim.prepare(actions)
-        if observe:
+        observed = observed_compact = None
+        if observe == "compact":
+            parts = features.empty_compact(self.B, self.N, self.K, self._history)
+            result = step_and_observe_compact(actions, sim._state, self._history, *parts)
+            observed_compact = parts
+        elif observe:
             obs, mask = np.empty(self._obs_shape, np.float32), np.empty(self._mask_shape, np.int8)
             result = step_and_observe(actions, sim._state, self._history, obs, mask)
             observed = obs, mask
         else:
             result = dynamics.step_and_reward(actions, sim._state)
-            observed = None
         if result[0]:
             sim.raise_for(result, actions)
-        self._stepped, self._outcome, self._observed = True, None, observed
+        self._stepped, self._outcome, self._observed, self._observed_compact = True, None, observed, observed_compact
         if self.observers:
             for observer in self.observers:
                 observer.on_step(self, self.last_outcome)
@@ -188,10 +203,11 @@ class EnvBatch:
         return np.empty(self._obs_shape, np.float32), np.empty(self._mask_shape, np.int8)
 
     def observe_compact(self) -> dict[str, np.ndarray]:
-        """The compact observation: nodes (B, N, 3), global (B, 3), slots (B, K, F), action_mask."""
-        shared = features.state(self.sim, self.config.history)
-        return {"nodes": features.node_features(self.sim), "global": shared[:, : features.GLOBAL_FEATURES],
-                "slots": shared[:, features.GLOBAL_FEATURES :].reshape(self.B, self.K, -1), "action_mask": features.action_masks(self.sim)}
+        """The compact observation: nodes (B, N, 3), global (B, 3), slots (B, K, F), action_mask (fresh)."""
+        if self._observed_compact is not None:  # computed by step(observe="compact"); handed out once
+            parts, self._observed_compact = self._observed_compact, None
+            return features.compact_dict(*parts, self.K)
+        return features.compact(self.sim, self._history)
 
     def state(self) -> np.ndarray:
         """(B, 3 + K·F) float32 global state of every environment."""
@@ -350,7 +366,7 @@ class DiscreteCoREVectorEnv(VectorEnv):
             array = np.array(array, np.int64)
             array[self._pending] = 0  # envs that reset at this step ignore their actions (they are frozen until then)
         try:
-            rewards = self.batch.step(array, observe=self.observation_kind == "per_node")
+            rewards = self.batch.step(array, observe=self.observation_kind)
         except InvalidActionError as error:
             raise ValueError(f"env {error.env}, node_{error.node}: {error}") from error
         sim = self.batch.sim
