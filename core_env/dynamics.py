@@ -255,13 +255,17 @@ def step(actions, ints, floats, slot_flags, choices, history, recent, node_slot,
          switch_cost, strict, max_cycles, outcome, node_outcome, served, reported):
     """One step of every live environment. Writes the step's outcome into ``outcome`` (3, B) (completed,
     failed, rejected), ``node_outcome`` (2, B, N) (conflicts, invalid), ``served`` and ``reported`` (B, K),
-    all zero on entry. Returns (code, flat node index) from :func:`check_actions`; on an error nothing
-    is written."""
+    zeroed first. Returns (code, flat node index) from :func:`check_actions`; on an error nothing is
+    written (the last step's outcome included)."""
     B, N = actions.shape
     K = served.shape[1]
     code, where = check_actions(actions, choices, flags, K, strict)
     if code != OK:
         return code, where
+    outcome[:] = 0
+    node_outcome[:] = False
+    served[:] = False
+    reported[:] = 0.0
     conflicts, invalid = node_outcome[0], node_outcome[1]
     slot = np.empty(N, np.int64)
     for b in range(B):
@@ -304,16 +308,8 @@ def log_progress_sum(b, K, ints, floats, slot_flags):
     return total
 
 
-@njit(cache=True, error_model="numpy")
-def potentials(ints, floats, slot_flags, kappa, out):
-    """(B,) Φ(s) = κ Σ_k φ_k of every environment, into ``out``."""
-    K = slot_flags.shape[2]
-    for b in range(out.shape[0]):
-        out[b] = kappa * log_progress_sum(b, K, ints, floats, slot_flags)
-
-
 # ---------------------------------------------------------------------- the state as one argument
-#: The arrays of a simulator's state, in the order of :func:`arrays`: (attribute of the Simulator, arena).
+#: The arrays of a simulator's state: (attribute of the Simulator, arena).
 #: The simulator lays them out in three arenas (int64, float64, bool; the step's outcome comes last in
 #: each) and hands them to compiled code as one :class:`State` (a numba StructRef holding the same
 #: arrays, no copies): a numba call costs per argument, most for arrays of 2 or more dimensions.
@@ -342,27 +338,13 @@ structref.define_proxy(State, StateType, list(STATE_FIELDS))
 
 
 @njit(cache=True, error_model="numpy")
-def arrays(s):
-    """The arrays of a :class:`State`, in the order of :data:`STATE`."""
-    return (s.ints, s.env, s.node_slot, s.task_ints, s.params_i, s.counts, s.floats, s.task_floats, s.history, s.recent,
-            s.speeds, s.horizon, s.potential, s.params_f, s.reward, s.reported, s.slot_flags, s.choices, s.flags, s.nodes, s.served)
-
-
-@njit(cache=True, error_model="numpy")
 def step_and_reward(actions, s):
-    """:func:`step` on a :class:`State` (the outcome into its outcome arrays, zeroed first); then the
+    """:func:`step` on a :class:`State` (the outcome into its outcome arrays); then the
     team reward (completions, plus Φ(s') − Φ(s) when shaped) into ``reward`` and Φ(s') into ``potential``."""
-    counts, reported, nodes, served, reward, potential = s.counts, s.reported, s.nodes, s.served, s.reward, s.potential
-    code, where = check_actions(actions, s.choices, s.flags, s.slot_flags.shape[2], s.params_i[P_STRICT] != 0)
-    if code != OK:  # refused: the last step's outcome stays as it was
-        return code, where
-    counts[:] = 0
-    reported[:] = 0.0
-    nodes[:] = False
-    served[:] = False
+    counts, reward, potential = s.counts, s.reward, s.potential
     code, where = step(actions, s.ints, s.floats, s.slot_flags, s.choices, s.history, s.recent, s.node_slot, s.env, s.flags,
                        s.task_ints, s.task_floats, s.cum, s.slope, s.speeds, s.params_f[P_SWITCH_COST], s.params_i[P_STRICT] != 0,
-                       s.params_i[P_MAX_CYCLES], counts, nodes, served, reported)
+                       s.params_i[P_MAX_CYCLES], counts, s.nodes, s.served, s.reported)
     if code == OK:
         K = s.slot_flags.shape[2]
         shaped = s.params_i[P_SHAPED] != 0
@@ -382,6 +364,4 @@ def reset_state(b, s):
               s.params_i[P_MAX_CYCLES])
 
 
-@njit(cache=True, error_model="numpy")
-def state_potentials(s, kappa, out):
-    potentials(s.ints, s.floats, s.slot_flags, kappa, out)
+

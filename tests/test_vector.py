@@ -86,12 +86,18 @@ def test_per_env_options_replay_suites_and_workloads():
         envs.reset(options=options[:2])
 
 
+def idle_steps(envs, steps: int):
+    """Step every node idle ``steps`` times; the last step's five results."""
+    zeros = np.zeros((envs.num_envs, envs.batch.N), np.int64)
+    for _ in range(steps):
+        result = envs.step(zeros)
+    return result
+
+
 def test_next_step_autoreset_resets_on_the_following_step_with_zero_reward():
     envs = DiscreteCoREVectorEnv(2, "next_step", **{**SMALL, "max_cycles": 25})
-    obs, _ = envs.reset(seed=0)
-    zeros = np.zeros((2, 2), np.int64)
-    for _ in range(25):
-        obs, rewards, terminated, truncated, infos = envs.step(zeros)
+    envs.reset(seed=0)
+    obs, rewards, terminated, truncated, infos = idle_steps(envs, 25)
     assert truncated.all() and (infos["t"] == 25).all()
     obs, rewards, terminated, truncated, infos = envs.step(np.ones((2, 2), np.int64))  # ignored: both reset
     assert (rewards == 0).all() and not (terminated | truncated).any() and (infos["t"] == 0).all()
@@ -101,12 +107,11 @@ def test_next_step_autoreset_resets_on_the_following_step_with_zero_reward():
 def test_same_step_autoreset_hands_out_the_final_observation_and_statistics():
     envs = DiscreteCoREVectorEnv(2, "same_step", **{**SMALL, "max_cycles": 25})
     envs.reset(seed=0)
-    zeros = np.zeros((2, 2), np.int64)
     for _ in range(24):
-        obs, rewards, terminated, truncated, infos = envs.step(zeros)
+        obs, rewards, terminated, truncated, infos = idle_steps(envs, 1)
         assert "final_obs" not in infos
     before = infos["arrived"].copy()
-    obs, rewards, terminated, truncated, infos = envs.step(zeros)
+    obs, rewards, terminated, truncated, infos = idle_steps(envs, 1)
     assert truncated.all() and infos["_final_obs"].all() and (infos["t"] == 0).all()
     assert (infos["final_info"]["t"] == 25).all() and (infos["final_info"]["arrived"] >= before).all()
     assert infos["final_obs"][0]["observation"].shape == obs["observation"][0].shape
@@ -115,9 +120,7 @@ def test_same_step_autoreset_hands_out_the_final_observation_and_statistics():
 def test_disabled_autoreset_freezes_finished_envs_until_a_masked_reset():
     envs = DiscreteCoREVectorEnv(2, "disabled", **{**SMALL, "max_cycles": 10})
     envs.reset(seed=0)
-    zeros = np.zeros((2, 2), np.int64)
-    for _ in range(12):
-        obs, rewards, terminated, truncated, infos = envs.step(zeros)
+    obs, rewards, terminated, truncated, infos = idle_steps(envs, 12)
     assert truncated.all() and (infos["t"] == 10).all() and (rewards == 0).all()
     obs, infos = envs.reset(seed=5, options={"reset_mask": np.array([False, True])})
     assert list(infos["t"]) == [10, 0] and envs.batch.sim.truncated.tolist() == [True, False]
