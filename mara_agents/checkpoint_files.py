@@ -44,3 +44,40 @@ def read_verified(path: Path | str, default_file: str, missing: str) -> tuple[Pa
     if manifest.get("sha256") != actual:
         raise ValueError(f"checksum mismatch for checkpoint {path}: {manifest_path.name} says sha256 {manifest.get('sha256')}, file has {actual}")
     return path, data, manifest
+
+
+def non_finite_tensors(state: Any, prefix: str = "") -> list[str]:
+    """Names of the floating-point tensors in ``state`` (a state_dict, or nested dicts/lists of them)
+    holding a NaN or an infinity; empty when every value is finite."""
+    import torch
+
+    found: list[str] = []
+    if isinstance(state, torch.Tensor):
+        if state.is_floating_point() and not bool(torch.isfinite(state).all()):
+            found.append(prefix or "tensor")
+    elif isinstance(state, dict):
+        for key, value in state.items():
+            found += non_finite_tensors(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(state, (list, tuple)):
+        for i, value in enumerate(state):
+            found += non_finite_tensors(value, f"{prefix}[{i}]")
+    return found
+
+
+def refuse_non_finite(state: Any, what: str) -> None:
+    """ValueError naming ``what`` and the first offending tensors when ``state`` holds a NaN or an infinity."""
+    bad = non_finite_tensors(state)
+    if bad:
+        shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise ValueError(f"{what} holds non-finite values (NaN or inf) in {shown}")
+
+
+def read_torch_file(path: Path, what: str) -> Any:
+    """``torch.load`` of ``path`` (weights only, on CPU) whose failure (a truncated or foreign file raises
+    assorted torch/pickle errors) is a ValueError naming the file and ``what`` it should be."""
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        raise ValueError(f"{path} could not be read as {what} (truncated or not a torch file?): {error}") from error

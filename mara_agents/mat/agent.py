@@ -39,7 +39,7 @@ import torch
 from core_env.config import EnvConfig
 from core_env.npz import write_atomic
 from mara_agents.allocators.observed import ObservedTasks
-from mara_agents.checkpoint_files import read_verified
+from mara_agents.checkpoint_files import read_verified, refuse_non_finite
 from mara_agents.mat.model import (
     PREDICTOR_FEATURES,
     MATConfig,
@@ -68,8 +68,10 @@ def save_policy(model: MATModel, path: Path | str, manifest: dict[str, Any]) -> 
 
     The checkpoint holds the format tag, the :class:`MATConfig` and the weights; the manifest adds the
     sha256 of the checkpoint bytes, the torch version, the parameter count and ``manifest``'s entries.
+    Raises ValueError (writing nothing) when a weight is NaN or infinite.
     """
     path = Path(path)
+    refuse_non_finite(model.state_dict(), f"the policy to be written to {path}")  # never write a diverged policy
     buffer = io.BytesIO()
     torch.save({"format": POLICY_FORMAT, "config": model.config.to_dict(), "model": model.state_dict()}, buffer)
     data = buffer.getvalue()
@@ -91,8 +93,8 @@ def load_policy(path: Path | str, device: str = "cpu", expect: Mapping[str, Any]
     Raises:
         ValueError: a missing file or manifest, another format, a checksum that does not match the
             manifest, a manifest ``model_config`` other than the checkpoint's configuration, a manifest
-            entry other than ``expect``'s (naming the entry), or weights that do not fit the stored
-            configuration.
+            entry other than ``expect``'s (naming the entry), weights holding a NaN or an infinity, or
+            weights that do not fit the stored configuration.
     """
     path, data, manifest = read_verified(path, POLICY_FILE, "MAT checkpoint is missing")
     if manifest.get("format") != POLICY_FORMAT:
@@ -114,6 +116,7 @@ def load_policy(path: Path | str, device: str = "cpu", expect: Mapping[str, Any]
     if manifest.get("model_config") != config.to_dict():
         raise ValueError(f"MAT checkpoint {path}: manifest model_config {manifest.get('model_config')!r} differs from the "
                          f"checkpoint's configuration {config.to_dict()!r}")
+    refuse_non_finite(state["model"], f"MAT checkpoint {path}")
     model = MATModel(config)
     try:
         model.load_state_dict(state["model"], strict=True)

@@ -28,6 +28,7 @@ import torch
 
 from core_env import features
 from core_env.npz import write_atomic
+from mara_agents.checkpoint_files import read_torch_file
 from mara_agents.mat.model import MATModel, Tokens, autoregressive_masks
 from mara_agents.predictors.features import predictor_observation
 from mara_agents.rollout import Transition, agent_policy, play
@@ -94,9 +95,10 @@ class Demonstrations:
 
     @classmethod
     def load(cls, path: Path) -> Demonstrations:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        if state.get("format") != DEMONSTRATIONS_FORMAT:
-            raise ValueError(f"{path} is not a demonstrations file (format {state.get('format')!r})")
+        state = read_torch_file(path, "a demonstrations file")
+        if not isinstance(state, dict) or state.get("format") != DEMONSTRATIONS_FORMAT:
+            found = state.get("format") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"{path} is not a demonstrations file (format {found!r})")
         return cls(state["data"], state["info"])
 
 

@@ -58,6 +58,7 @@ from core_env.recipe import DEFAULT_RECIPE
 from core_env.vector import DiscreteCoREVectorEnv
 from core_env.workload import Workload, draw_workload
 from mara_agents import rollout
+from mara_agents.checkpoint_files import non_finite_tensors, read_torch_file, refuse_non_finite
 from mara_agents.mat.agent import POLICY_FILE, make_predictor, save_policy
 from mara_agents.mat.model import MATConfig, MATModel, Tokens, parse_observation
 from mara_agents.predictors.features import predictor_observation
@@ -75,6 +76,33 @@ STATE_FILE, METRICS_FILE = "train_state.pt", "metrics.jsonl"
 EVAL_SEED = 20260901
 
 WorkloadFn = Callable[[np.random.Generator], Workload]
+
+_GT, _GE, _LE, _LT = (lambda v, b: v > b), (lambda v, b: v >= b), (lambda v, b: v <= b), (lambda v, b: v < b)
+_INF = (math.inf, _LT)
+#: Allowed range of every numeric hyperparameter: name -> ((low, op), (high, op), "int" | "float").
+#: Checked before anything is built, so NaN, inf, negative or zero values never reach training.
+LIMITS: dict[str, tuple[tuple[float, Callable], tuple[float, Callable], str]] = {
+    **{name: ((0, _GT), _INF, "float") for name in ("minutes", "lr", "adam_eps", "clip", "max_grad_norm", "eval_minutes", "save_minutes")},
+    **{name: ((1, _GE), _INF, "int") for name in ("steps", "num_envs", "env_groups", "rollout", "epochs", "minibatches", "d_model",
+                                                 "n_heads", "enc_layers", "dec_layers", "eval_episodes", "threads", "demo_episodes",
+                                                 "bc_batch")},
+    **{name: ((0, _GE), _INF, "float") for name in ("ent_coef", "vf_coef", "bc_epochs", "bc_coef")},
+    "bc_until": ((0, _GE), _INF, "int"),
+    "seed": ((0, _GE), _INF, "int"),
+    "gamma": ((0, _GT), (1, _LE), "float"),
+    "gae_lambda": ((0, _GE), (1, _LE), "float"),
+    "value_norm_decay": ((0, _GE), (1, _LT), "float"),
+    "bc_decay": ((0, _GE), (1, _LE), "float"),
+}
+
+
+def _interval(low: tuple[float, Callable], high: tuple[float, Callable]) -> str:
+    left = f"> {low[0]}" if low[1] is _GT else f">= {low[0]}"
+    return left if high[0] == math.inf else f"{left} and {'<=' if high[1] is _LE else '<'} {high[0]}"
+
+
+class TrainingDiverged(RuntimeError):
+    """A loss or a parameter became NaN or infinite: training stops and no checkpoint is written."""
 
 
 @dataclasses.dataclass
@@ -113,13 +141,24 @@ class PPOConfig:
     bc_epochs: float = 6.0  # behaviour-cloning passes over the demonstrations
     bc_batch: int = 512
     bc_coef: float = 1.0  # DAPG weight of the demonstrations' cross-entropy during PPO ...
-    bc_decay: float = 0.99  # ... multiplied by this every PPO update
+    bc_decay: float = 0.99  # ... multiplied by this every PPO update ...
+    bc_until: int = 64  # ... and zero from this PPO update on (pure PPO after it)
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown variant {self.variant!r}; choose from {list(VARIANTS)}")
         if self.minutes is None and self.steps is None:
             raise ValueError("give a stop condition: minutes and/or steps")
+        for name, (low, high, kind) in LIMITS.items():
+            value = getattr(self, name)
+            if value is None and name in ("minutes", "steps"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind == "int" and not float(value).is_integer()):
+                raise ValueError(f"{name} must be a{'n integer' if kind == 'int' else ' number'}, got {value!r}")
+            if not math.isfinite(value) or not low[1](value, low[0]) or not high[1](value, high[0]):
+                raise ValueError(f"{name} must be {'an integer' if kind == 'int' else 'a finite number'} {_interval(low, high)}, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be a multiple of n_heads={self.n_heads}")
         if self.num_envs % self.env_groups:
             raise ValueError(f"num_envs={self.num_envs} must be a multiple of env_groups={self.env_groups}")
         if self.num_envs * self.rollout < self.minibatches:
@@ -298,6 +337,7 @@ class Trainer:
                 "evals": self.evals, "baselines": self.baselines}
 
     def save(self) -> None:
+        self.check_finite("training")  # a diverged state is never written
         buffer = io.BytesIO()
         torch.save(self.state_dict(), buffer)
         write_atomic(self.out / STATE_FILE, buffer.getvalue())
@@ -307,9 +347,11 @@ class Trainer:
         path = self.out / STATE_FILE
         if not path.exists():
             return False
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        if state.get("format") != STATE_FORMAT:
-            raise ValueError(f"{path} is not a MAT training state (format {state.get('format')!r}, expected {STATE_FORMAT!r})")
+        state = read_torch_file(path, "a MAT training state")
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            found = state.get("format") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"{path} is not a MAT training state (format {found!r}, expected {STATE_FORMAT!r})")
+        refuse_non_finite(state["model"], f"training state {path}")
         mine = json.loads(json.dumps(self._identity(), default=str))
         saved = {**state["identity"], "env": saved_env(state["identity"]["env"])}
         for part in ("ppo", "model", "env"):
@@ -417,7 +459,7 @@ class Trainer:
         M = valid.sum().item()
         size = math.ceil(M / cfg.minibatches)
         log: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clip_fraction": [], "demo_ce": []}
-        bc_weight = cfg.bc_coef * cfg.bc_decay ** self.updates if self.demos is not None else 0.0
+        bc_weight = self.bc_weight()
         for _ in range(cfg.epochs):
             order = torch.randperm(M, generator=self.generator)
             for start in range(0, M, size):
@@ -437,6 +479,10 @@ class Trainer:
                     demo_ce, _ = self.demos.cross_entropy(self.model, torch.randint(len(self.demos), (len(i),), generator=self.generator))
                     loss = loss + bc_weight * demo_ce
                     log["demo_ce"].append(demo_ce.item())
+                if not torch.isfinite(loss):
+                    raise TrainingDiverged(f"PPO update {self.updates + 1}: the loss is {loss.item()} (policy {policy_loss.item()}, "
+                                           f"value {value_loss.item()}, entropy {entropy_mean.item()}); lower --lr or check the "
+                                           f"hyperparameters. No checkpoint was written for this state.")
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
@@ -447,6 +493,7 @@ class Trainer:
                     log["entropy"].append(entropy_mean.item())
                     log["approx_kl"].append((((ratio - 1) - log_ratio) * d).sum().item() / n.item())
                     log["clip_fraction"].append((((ratio - 1).abs() > cfg.clip).float() * d).sum().item() / n.item())
+        self.check_finite(f"PPO update {self.updates + 1}")
         self.updates += 1
         residual = (returns - old_values).var().item()
         metrics = {key: float(np.mean(values)) for key, values in log.items() if values}
@@ -454,6 +501,21 @@ class Trainer:
         metrics["explained_variance"] = 1.0 - residual / max(returns.var().item(), 1e-8)
         metrics["return_mean"], metrics["return_std"] = self.value_norm.stats
         return metrics
+
+    def check_finite(self, when: str) -> None:
+        """TrainingDiverged when a model parameter is NaN or infinite (after ``when``)."""
+        bad = non_finite_tensors(self.model.state_dict())
+        if bad:
+            raise TrainingDiverged(f"after {when} the parameters {', '.join(bad[:5])} hold NaN or inf; lower --lr or check the "
+                                   "hyperparameters. No checkpoint was written for this state.")
+
+    def bc_weight(self) -> float:
+        """Weight of the teacher's cross-entropy in the next update: ``bc_coef · bc_decay^u`` for update
+        u < ``bc_until``, then 0 (no teacher: 0)."""
+        cfg = self.cfg
+        if self.demos is None or self.updates >= cfg.bc_until:
+            return 0.0
+        return cfg.bc_coef * cfg.bc_decay ** self.updates
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self) -> float:
@@ -494,6 +556,7 @@ class Trainer:
         started = time.perf_counter()
         report = imitation.clone(self.model, self.demos, self.value_norm, self.optimizer, self.cfg.bc_epochs, self.cfg.bc_batch,
                                  self.cfg.vf_coef, self.cfg.max_grad_norm, self.generator)
+        self.check_finite("behaviour cloning")
         self.pretraining = {**self.demos.info, **report, "clone_seconds": round(time.perf_counter() - started, 1)}
         self.pretrained = True
 
@@ -505,6 +568,7 @@ class Trainer:
         """Train (resuming if a state exists) until the budget is spent or a stop is requested."""
         self.out.mkdir(parents=True, exist_ok=True)
         resumed = self.load()
+        self._trim_metrics()
         handlers = self._install_signal_handlers()
         writer = self._tensorboard()
         bar = None
@@ -566,6 +630,22 @@ class Trainer:
                 writer.close()
             self._restore_signal_handlers(handlers)
         return manifest
+
+    def _trim_metrics(self) -> None:
+        """Drop the metrics.jsonl rows written after the state we resume from (a run killed between two
+        saves logged updates the state does not hold), so the log stays monotone in ``updates``."""
+        path = self.out / METRICS_FILE
+        if not path.exists():
+            return
+        kept = []
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:  # a line cut short by the kill
+                continue
+            if ("pretraining" in row and self.pretrained) or row.get("updates", math.inf) <= self.updates:
+                kept.append(line)
+        write_atomic(path, "".join(line + "\n" for line in kept).encode())
 
     def _record_eval(self, metrics: dict[str, Any]) -> None:
         rate = self.evaluate()
@@ -665,7 +745,10 @@ def main(argv: list[str] | None = None) -> None:
     cfg, out = parse_args(argv)
     torch.set_num_threads(cfg.threads)
     trainer = Trainer(cfg, out)
-    manifest = trainer.run()
+    try:
+        manifest = trainer.run()
+    except (TrainingDiverged, ValueError) as error:
+        sys.exit(f"error: {error}")
     if manifest:
         final = manifest["eval"]["final_completion_rate"]
         print(f"done: {trainer.env_steps} env-steps in {trainer.elapsed / 60:.1f} min; eval completion {final:.3f} "

@@ -37,11 +37,12 @@ horizon is censored (remaining = inf).
 **Summary** (:func:`summarize_samples`). Median and quantiles of the S decoded samples by (weighted)
 nearest rank (the smallest sample whose cumulative weight reaches the level; inf when that sample is
 censored) and p_within_budget = the weight of the samples that cross within the budget. The futures
-are drawn without knowing the target, but core_env sets a target on the task's own curve, so it is
-reachable with a high prior probability whatever the history says. With ``reachable = r`` the
-samples are conditioned on that knowledge (:func:`reachability_weights`): crossing samples share
-weight r and censored ones 1 - r. ``reachable=None`` summarizes the futures as drawn (for targets
-chosen independently of the curve). A task with no report yet has no current loss to predict from: it
+are drawn without knowing the target, and whether a target is reachable at all is the model's own
+crossing probability, learned from data (the shipped checkpoint: ``reachable=None``; v1 targets are
+set by a family-level rule, and some are never reached). ``reachable = r`` instead conditions the
+samples on a prior (:func:`reachability_weights`: crossing samples share weight r, censored ones
+1 - r); it is how v0 checkpoints were tuned, when every target lay on its task's own curve, and on v1
+it makes validation worse (the checkpoint manifest scores the grid). A task with no report yet has no current loss to predict from: it
 is censored (median and quantiles inf, p_within_budget 0).
 
 **Checkpoint.** ``NAME.pt`` (torch state_dict, weights only) beside ``NAME.json`` (format, config, sha256 of

@@ -1,0 +1,152 @@
+"""The MAT trainer refuses bad input and never writes a diverged or unreadable state (issue 17, item 5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from mara_agents.mat.agent import MATAgent, load_policy, save_policy
+from mara_agents.mat.model import MATConfig, MATModel
+from mara_agents.mat.ppo import METRICS_FILE, STATE_FILE, PPOConfig, Trainer, TrainingDiverged, parse_args
+from test_mat import TOY_CONFIG, toy_ppo, toy_workload
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--gamma", "nan"], "gamma must be"),
+    (["--minutes", "nan"], "minutes must be"),
+    (["--minutes", "inf"], "minutes must be"),
+    (["--env-groups", "0"], "env_groups must be"),
+    (["--steps", "-5"], "steps must be"),
+    (["--lr", "-1"], "lr must be"),
+    (["--lr", "inf"], "lr must be"),
+    (["--clip", "0"], "clip must be"),
+    (["--gae-lambda", "1.5"], "gae_lambda must be"),
+    (["--value-norm-decay", "1"], "value_norm_decay must be"),
+    (["--n-heads", "3"], "multiple of n_heads"),
+    (["--bc-until", "-1"], "bc_until must be"),
+])
+def test_invalid_hyperparameters_are_refused_before_training(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as stopped:
+        parse_args(["--out", str(tmp_path / "run"), "--steps", "100", *flags])
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_valid_edges_are_accepted():
+    cfg = PPOConfig(steps=1, gamma=1.0, gae_lambda=0.0, ent_coef=0.0, bc_until=0, value_norm_decay=0.0)
+    assert cfg.gamma == 1.0 and cfg.minutes is None
+    with pytest.raises(ValueError, match="epochs must be an integer"):
+        PPOConfig(steps=1, epochs=1.5)
+
+
+def _trainer(tmp_path, **overrides) -> Trainer:
+    return Trainer(toy_ppo(**overrides), tmp_path / "run", env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True)
+
+
+def test_a_non_finite_loss_stops_training_without_a_checkpoint(tmp_path, monkeypatch):
+    trainer = _trainer(tmp_path, steps=4 * 32 * 32)
+    evaluate = trainer.model.evaluate_actions
+
+    def nan_values(*args):
+        logp, entropy, values = evaluate(*args)
+        return logp, entropy, values * float("nan")
+
+    monkeypatch.setattr(trainer.model, "evaluate_actions", nan_values)
+    with pytest.raises(TrainingDiverged, match="PPO update 1: the loss is nan"):
+        trainer.run()
+    assert not (tmp_path / "run" / STATE_FILE).exists() and not (tmp_path / "run" / "mat.pt").exists()
+
+
+def test_a_non_finite_parameter_stops_training_without_a_checkpoint(tmp_path, monkeypatch):
+    trainer = _trainer(tmp_path, steps=4 * 32 * 32)
+    step, calls = trainer.optimizer.step, []
+    per_update = trainer.cfg.epochs * trainer.cfg.minibatches
+
+    def poisoned_step(*args, **kwargs):
+        result = step(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 2 * per_update:  # the last optimizer step of the second update writes an infinity
+            with torch.no_grad():
+                trainer.model.query.weight[0, 0] = float("inf")
+        return result
+
+    monkeypatch.setattr(trainer.optimizer, "step", poisoned_step)
+    with pytest.raises(TrainingDiverged, match="after PPO update 2 the parameters query.weight"):
+        trainer.run()
+    assert trainer.updates == 1
+    assert not (tmp_path / "run" / STATE_FILE).exists() and not (tmp_path / "run" / "mat.pt").exists()
+    with pytest.raises(TrainingDiverged):  # and a direct save refuses too
+        trainer.save()
+
+
+def test_non_finite_weights_are_never_written_nor_loaded(tmp_path):
+    model = MATModel(MATConfig())
+    with torch.no_grad():
+        model.query.weight[1, 2] = float("nan")
+    with pytest.raises(ValueError, match="non-finite values .* in query.weight"):
+        save_policy(model, tmp_path / "mat.pt", {})
+    assert not (tmp_path / "mat.pt").exists()
+    # A checkpoint made by hand (right format and checksum) with a NaN weight is refused on load.
+    import hashlib
+    import io
+
+    from mara_agents.mat.agent import POLICY_FORMAT
+
+    buffer = io.BytesIO()
+    torch.save({"format": POLICY_FORMAT, "config": model.config.to_dict(), "model": model.state_dict()}, buffer)
+    (tmp_path / "mat.pt").write_bytes(buffer.getvalue())
+    manifest = {"format": POLICY_FORMAT, "sha256": hashlib.sha256(buffer.getvalue()).hexdigest(), "model_config": model.config.to_dict()}
+    (tmp_path / "mat.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="mat.pt holds non-finite values"):
+        load_policy(tmp_path)
+    with pytest.raises(ValueError, match="non-finite"):
+        MATAgent.load(tmp_path)
+
+
+def test_a_truncated_or_non_finite_training_state_raises_naming_the_file(tmp_path):
+    trainer = _trainer(tmp_path, steps=1)
+    (tmp_path / "run").mkdir()
+    trainer.save()
+    path = tmp_path / "run" / STATE_FILE
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=f"{STATE_FILE} could not be read as a MAT training state"):
+        _trainer(tmp_path, steps=1).load()
+    state = torch.load(__import__("io").BytesIO(data), weights_only=True)
+    state["model"]["query.weight"][0, 0] = float("nan")
+    torch.save(state, path)
+    with pytest.raises(ValueError, match=f"training state .*{STATE_FILE} holds non-finite"):
+        _trainer(tmp_path, steps=1).load()
+
+
+def test_a_resume_after_a_kill_keeps_the_metrics_monotone(tmp_path):
+    class Killed(BaseException):
+        """Stands for SIGKILL: the process ends at once, nothing after it runs (no final save)."""
+
+    cfg = dict(steps=8 * 32 * 32)
+    saved_at = []
+
+    def kill_after_four(trainer: Trainer) -> None:
+        if trainer.updates == 2:
+            trainer.save()  # the last save before the kill ...
+            saved_at.append(trainer.updates)
+        if trainer.updates == 4:  # ... then two more updates are logged, and the process dies
+            raise Killed
+
+    first = _trainer(tmp_path, **cfg)
+    first.callback = kill_after_four
+    with pytest.raises(Killed):
+        first.run()
+    metrics = tmp_path / "run" / METRICS_FILE
+    with open(metrics, "a") as handle:
+        handle.write('{"updates": 5, "env_ste')  # a row the kill cut short
+    assert [json.loads(line)["updates"] for line in metrics.read_text().splitlines()[:-1]] == [1, 2, 3, 4]
+
+    second = _trainer(tmp_path, **cfg)
+    second.run()
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    updates = [row["updates"] for row in rows]
+    assert saved_at == [2] and updates == list(range(1, second.updates + 1)) and second.updates > 4
+    assert all(b["env_steps"] > a["env_steps"] for a, b in zip(rows, rows[1:]))
