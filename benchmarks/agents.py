@@ -20,6 +20,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import re
 import os
 import sys
 import uuid
@@ -147,10 +148,39 @@ def available(row: str) -> bool:
 TIANSHOU_MANIFEST = Path(__file__).resolve().parent.parent / "mara_agents" / "integrations" / "checkpoints" / "tianshou_ppo" / "policy.json"
 
 
+FM_MANIFEST = Path(__file__).resolve().parent.parent / "mara_agents" / "checkpoints" / "flow_matching.json"
+
+
+def uses_fm(row: str) -> bool:
+    """A row whose decisions depend on the shipped flow-matching checkpoint: ``lara-fm``, any allocator
+    spec naming ``fm`` (``edf-admission:fm,min_reports=5``), and the learned variants on FM features."""
+    if is_learned(row):
+        from mara_agents.mat.ppo import VARIANTS
+
+        return VARIANTS[row][0] == "fm"
+    return not is_external(row) and "fm" in re.split(r"[^a-z0-9_]+", row.lower())
+
+
 def weights_id(row: str, seed: int = 0) -> str | None:
-    """The sha256 (first 16 hex digits) of the weights behind a learned row and seed, from the checkpoint's
-    manifest; None for rows without weights (or whose checkpoint is missing). Benchmark cells include it
-    in their key, so retrained checkpoints never reuse cached results."""
+    """The sha256 (first 16 hex digits) of the weights behind a row and seed, from the checkpoints'
+    manifests: a learned row's policy, and the flow-matching predictor's for every row that uses it
+    (:func:`uses_fm`; joined by ``+``); None for rows without weights (or whose checkpoint is missing).
+    Benchmark cells include it in their key, so retrained checkpoints never reuse cached results."""
+    own = _own_weights_id(row, seed)
+    if not uses_fm(row):
+        return own
+    fm = _manifest_sha(FM_MANIFEST)
+    return "+".join(part for part in (own, f"fm:{fm}" if fm else None) if part) or None
+
+
+def _manifest_sha(manifest: Path) -> str | None:
+    try:
+        return str(json.loads(manifest.read_text())["sha256"])[:16]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _own_weights_id(row: str, seed: int) -> str | None:
     if is_learned(row):
         manifest = checkpoint_path(row, seed).with_suffix(".json")
     elif row == "ppo-tianshou":
@@ -159,10 +189,7 @@ def weights_id(row: str, seed: int = 0) -> str | None:
         return _resolve_external(row)[1]
     else:
         return None
-    try:
-        return str(json.loads(manifest.read_text())["sha256"])[:16]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    return _manifest_sha(manifest)
 
 
 def make_agent(row: str, seed: int = 0) -> Agent:

@@ -162,16 +162,32 @@ def test_a_retrained_checkpoint_gets_new_cells(tmp_path, monkeypatch):
     from benchmarks import agents
 
     monkeypatch.setattr(agents, "CHECKPOINT_DIR", tmp_path)
-    learned, heuristic = Cell("mara", root=1, seed=0), Cell("edf", root=1)
+    learned, heuristic = Cell("mara-wls", root=1, seed=0), Cell("edf", root=1)
     keys = []
     for digest in ("a" * 64, "b" * 64):
-        (tmp_path / "mara-seed0.json").write_text(json.dumps({"sha256": digest}))
-        assert agents.weights_id("mara", 0) == digest[:16]
+        (tmp_path / "mara-wls-seed0.json").write_text(json.dumps({"sha256": digest}))
+        assert agents.weights_id("mara-wls", 0) == digest[:16]
         keys.append((learned.key, heuristic.key))
     assert keys[0][0] != keys[1][0], "cells of other weights must not share a cached result"
     assert keys[0][1] == keys[1][1] and agents.weights_id("edf") is None
-    (tmp_path / "mara-seed0.json").unlink()
-    assert agents.weights_id("mara", 0) is None
+    (tmp_path / "mara-wls-seed0.json").unlink()
+    assert agents.weights_id("mara-wls", 0) is None
+
+
+def test_a_retrained_flow_matching_checkpoint_gets_new_cells_for_every_row_that_uses_it(tmp_path, monkeypatch):
+    from benchmarks import agents
+
+    monkeypatch.setattr(agents, "CHECKPOINT_DIR", tmp_path)
+    monkeypatch.setattr(agents, "FM_MANIFEST", tmp_path / "flow_matching.json")
+    (tmp_path / "mara-seed0.json").write_text(json.dumps({"sha256": "c" * 64}))
+    rows = ("lara-fm", "edf-admission:fm,min_reports=5", "mara", "lara", "edf", "mara-wls", "laira")
+    keys = []
+    for digest in ("a" * 64, "b" * 64):
+        (tmp_path / "flow_matching.json").write_text(json.dumps({"sha256": digest}))
+        keys.append({row: Cell(row, root=1, seed=0).key for row in rows})
+    changed = {row for row in rows if keys[0][row] != keys[1][row]}
+    assert changed == {"lara-fm", "edf-admission:fm,min_reports=5", "mara"}
+    assert agents.weights_id("mara", 0) == "c" * 16 + "+fm:" + "b" * 16 and agents.weights_id("lara-fm") == "fm:" + "b" * 16
 
 
 def _result(agent: str, root: int, rate: float, seed: int = 0, task_set: str = "id", env=()) -> dict:
