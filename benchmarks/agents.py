@@ -135,6 +135,22 @@ def trained_on(row: str, seed: int = 0) -> str | None:
         return None
 
 
+#: The teacher a learned row is compared with when its checkpoint had none (the shipped recipe's teacher).
+REFERENCE_TEACHER = "edf-admission:fm,min_reports=5"
+
+
+def teacher_of(row: str, seed: int = 0) -> str | None:
+    """The agent a learned row's checkpoint was warm-started from (its manifest's ``teacher``, or
+    ``ppo_config.teacher``), :data:`REFERENCE_TEACHER` for a teacher-free checkpoint; None for other rows."""
+    if not is_learned(row):
+        return None
+    try:
+        manifest = json.loads(checkpoint_path(row, seed).with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest.get("teacher") or (manifest.get("ppo_config") or {}).get("teacher") or REFERENCE_TEACHER
+
+
 def checkpoint_path(row: str, seed: int) -> Path:
     """Where the shipped checkpoint of a learned row and training seed lives."""
     return CHECKPOINT_DIR / f"{row}-seed{seed}.pt"

@@ -189,7 +189,7 @@ def run_cell(cell: Cell) -> dict[str, Any]:
 def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
     """Play cells that differ only in their root as one batch (one agent, one simulator): the same
     per-episode results as cell by cell, with fewer and larger predictor calls."""
-    from benchmarks.agents import make_agent
+    from benchmarks.agents import make_agent, teacher_of
     from benchmarks.rollout import run_agent
 
     import torch
@@ -205,17 +205,28 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
         return ceiling_results(cells)
     workloads = [cell.workloads() for cell in cells]
     flat = [w for group in workloads for w in group]
-    stats, decision_s, decisions = run_agent(make_agent(first.agent, first.seed), flat, first.config(), timed=True)
+    teacher = teacher_of(first.agent, first.seed)  # learned rows: their per-step agreement with the teacher, on their own trajectories
+    shadow = make_agent(teacher) if teacher else None
+    stats, decision_s, decisions = run_agent(make_agent(first.agent, first.seed), flat, first.config(), timed=True, shadow=shadow)
     per_env_ms = 1e3 * decision_s / max(decisions * len(flat), 1)
     results, offset = [], 0
     for cell, group in zip(cells, workloads):
         episodes = [{key: stats[key][offset + i].item() for key in EPISODE_STATS} for i in range(len(group))]
         offset += len(group)
         means = {key: float(np.mean([e[key] for e in episodes])) for key in EPISODE_STATS}
-        results.append({"format": FORMAT, "key": cell.key, "cell": cell.fields(), "episodes": episodes, "mean": means,
-                        "feasibility_bound": float(np.mean([w.feasibility_bound() for w in group])),
-                        "decision_ms": per_env_ms, "wall_s": (time.perf_counter() - start) / len(cells)})
+        result = {"format": FORMAT, "key": cell.key, "cell": cell.fields(), "episodes": episodes, "mean": means,
+                  "feasibility_bound": float(np.mean([w.feasibility_bound() for w in group])),
+                  "decision_ms": per_env_ms, "wall_s": (time.perf_counter() - start) / len(cells)}
+        if shadow is not None:
+            rows = slice(offset - len(group), offset)
+            result["teacher_agreement"] = {"teacher": teacher, **{key: float(np.nanmean(stats[key][rows])) for key in AGREEMENT}}
+        results.append(result)
     return results
+
+
+#: Per-step agreement of a learned row with its teacher (:class:`benchmarks.rollout.Agreement`), stored
+#: per cell as ``teacher_agreement`` (means over its episodes).
+AGREEMENT = ("same_tasks_served", "served_also_by_shadow")
 
 
 def checksum(result: dict[str, Any]) -> str:

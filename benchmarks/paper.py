@@ -28,7 +28,7 @@ import numpy as np
 
 from benchmarks.agents import LEARNED_SEEDS, available, is_external, is_learned, is_trained, knows_demand
 from benchmarks.ceiling_cells import MILP, has_exact_ceiling
-from benchmarks.cells import Cell
+from benchmarks.cells import AGREEMENT, Cell
 from benchmarks.stats import paired_difference, root_means, seed_spread
 from core_env.workload import SUITE_ROOTS
 
@@ -242,6 +242,11 @@ def summarize(spec: SuiteSpec, results: Sequence[dict[str, Any]], rows: Sequence
             diagnostics[row] = {key: float(np.mean([r["mean"][key] for r in first.values()])) for key in
                                 ("node_utilization", "wasted_node_steps", "switches", "conflicts", "invalid_actions")}
             diagnostics[row]["decision_ms"] = float(np.mean([r["decision_ms"] for r in first.values()]))
+            agreed = [r["teacher_agreement"] for r in first.values() if "teacher_agreement" in r]
+            if agreed:
+                diagnostics[row]["teacher"] = agreed[0]["teacher"]
+                for key in AGREEMENT:
+                    diagnostics[row][key] = float(np.mean([a[key] for a in agreed]))
     return {"table": table, "bound": bound, "gap_closed": gap_closed(values, rows, columns), "diagnostics": diagnostics,
             "differences": differences(columns, values, rows, table, compare)}
 

@@ -178,9 +178,15 @@ def tables(payload: dict[str, Any]) -> str:
     if payload["suite"] == "diagnostics":
         diag = payload["diagnostics"]
         text += ["", f"Diagnostics on {columns[0]} (per episode, mean over cells):", "",
-                 markdown_table(("agent", "node utilization", "node-steps wasted on failed tasks", "switches", "conflicts", "decision ms per env-step (batched)"),
+                 markdown_table(("agent", "node utilization", "node-steps wasted on failed tasks", "switches", "conflicts", "decision ms per env-step (batched)",
+                                 "steps serving the teacher's task set, %", "served tasks the teacher also serves, %"),
                                 [(row, f"{d['node_utilization']:.3f}", f"{d['wasted_node_steps']:.1f}", f"{d['switches']:.1f}", f"{d['conflicts']:.1f}",
-                                  f"{d['decision_ms']:.2f}") for row, d in diag.items()])]
+                                  f"{d['decision_ms']:.2f}", *_agreement(d)) for row, d in diag.items()])]
+        if any("teacher" in d for d in diag.values()):
+            text += ["", "Teacher agreement (learned rows): at every step of the learned agent's own episodes its teacher "
+                     f"({', '.join(sorted({d['teacher'] for d in diag.values() if 'teacher' in d}))}) is shown the same observation; "
+                     "the first share counts the steps (with a task to serve) where both would serve the same set of slots, "
+                     "the second the slots the learned agent serves that the teacher would serve too."]
     if payload["differences"]:
         text += ["", "Paired differences by evaluation root (percentage points; seeds averaged within a root; t-based 95% CI over roots; "
                  "exact sign-flip p; ★ = against the best row that neither learns nor knows the demand; ◆ = against the better leak probe):", "",
@@ -194,6 +200,12 @@ def tables(payload: dict[str, Any]) -> str:
                  + "; ".join(payload["not_computed"]) + "."]
     text += ["", f"{payload['cells']} cells; wall time {payload['wall_s']:.0f} s on {payload['machine']['cpus']} CPUs ({payload['machine']['processor']})."]
     return "\n".join(text)
+
+
+def _agreement(d: dict[str, Any]) -> tuple[str, str]:
+    if "teacher" not in d:
+        return "—", "—"
+    return f"{100 * d['same_tasks_served']:.1f}", f"{100 * d['served_also_by_shadow']:.1f}"
 
 
 def figures(spec: SuiteSpec, payload: dict[str, Any], results: Sequence[dict[str, Any]]) -> dict[str, bytes]:

@@ -207,3 +207,43 @@ def test_summary_features_cap_and_scale_the_demand():
     observations, _ = env.reset(options={"workload": workload})
     # LINEAR's reports 10, 9, … reach 1.5 at the 10th; FLAT never reaches 0.5 (censored: the cap, 50); budgets: 20
     np.testing.assert_array_equal(appended(observations["node_0"]["observation"], 2), np.float32([[0.1, 0.0, 1.0], [0.5, 0.0, 0.0]]))
+
+
+@pytest.mark.parametrize("name", ["wls", "oracle"])
+def test_linked_groups_predict_in_one_call_with_the_same_features(name):
+    from core_env.vector import DiscreteCoREVectorEnv
+    from mara_agents import rollout
+    from benchmarks.perf import masked_random
+    from mara_agents.predictors.features import predict_together, predictor_observation
+
+    config = EnvConfig(n_nodes=2, n_slots=4, arrival_steps=30)
+    workloads = [select_workload(config, np.random.default_rng(s), None) for s in range(6)]
+
+    def groups(linked: bool):
+        predictor = PREDICTORS[name]()
+        calls = []
+        predict = predictor.predict
+        predictor.predict = lambda *args, **kwargs: calls.append(len(args[0])) or predict(*args, **kwargs)
+        envs = [DiscreteCoREVectorEnv(3, "disabled", config=config) for _ in range(2)]
+        for env in envs:
+            SlotPredictions(predictor).attach(env.batch)
+        if linked:
+            predict_together([env.batch for env in envs])
+        return envs, calls
+
+    seen = {}
+    for linked in (True, False):
+        envs, calls = groups(linked)
+        rng = np.random.default_rng(0)
+        trace = []
+        rollout.play(envs, lambda obs, mask: (trace.append(obs.copy()), masked_random(mask, rng))[1], workloads,
+                     observe=predictor_observation)
+        seen[linked] = (trace, calls)
+    (linked_trace, linked_calls), (plain_trace, plain_calls) = seen[True], seen[False]
+    assert len(linked_trace) == len(plain_trace) and all(np.array_equal(a, b) for a, b in zip(linked_trace, plain_trace))
+    assert sum(linked_calls) == sum(plain_calls) > 0  # the same tasks predicted ...
+    assert len(linked_calls) < len(plain_calls) and len(linked_calls) <= len(linked_trace)  # ... in one call per step
+    with pytest.raises(ValueError, match="share one predictor"):
+        other = DiscreteCoREVectorEnv(1, "disabled", config=config)
+        SlotPredictions(WLS()).attach(other.batch)
+        predict_together([groups(False)[0][0].batch, other.batch])

@@ -273,6 +273,29 @@ def saved_env(identity: dict[str, Any]) -> dict[str, Any]:
     return {**implied, **identity}
 
 
+def provenance(config: EnvConfig, cfg: PPOConfig) -> dict[str, Any]:
+    """What a policy manifest records of where its training data came from: the environment version, the
+    data split (seeded draws on the task set's train curves), the train bank's fingerprint, the sha256 of
+    the committed evaluation suites of its task set (never trained on), and the FM checkpoint's sha256
+    when the variant sees FM features."""
+    from core_env.parallel import DiscreteCoREParallelEnv
+    from core_env.workload import suite_sha256
+
+    suites = {}
+    for load in ("train", "heavy"):
+        try:
+            suites[f"{config.task_set_name}/{load}"] = suite_sha256(config.task_set_name, load)
+        except (OSError, ValueError, KeyError):
+            continue
+    out = {"env_version": DiscreteCoREParallelEnv.metadata["name"], "data_split": f"seeded workloads on the {config.task_set_name!r} train curves",
+           "train_bank_fingerprint": config.bank("train").fingerprint, "evaluation_suites_sha256": suites}
+    if cfg.predictor == "fm":
+        from mara_agents.predictors.flow_matching import DEFAULT_CHECKPOINT
+
+        out["fm_sha256"] = json.loads(Path(DEFAULT_CHECKPOINT).with_suffix(".json").read_text())["sha256"]
+    return out
+
+
 def env_summary(config: EnvConfig) -> dict[str, Any]:
     """JSON-able description of an EnvConfig (a custom CurveBank is named by its name)."""
     out = dataclasses.asdict(config)
@@ -382,6 +405,10 @@ class Trainer:
         cfg = self.cfg
         size = cfg.num_envs // cfg.env_groups
         self.groups = [training_envs(self.env_config, size, self._predictor) for _ in range(cfg.env_groups)]
+        if self._predictor is not None and len(self.groups) > 1:
+            from mara_agents.predictors.features import predict_together
+
+            predict_together([envs.batch for envs in self.groups])  # one predictor call per step for every group
         warmup = RandomAgent(seed=cfg.seed)
         for g, envs in enumerate(self.groups):  # stagger episode phases
             rollout.play(envs, warmup.act, self._workloads(size), steps=g * self.env_config.arrival_steps // cfg.env_groups)
@@ -655,6 +682,7 @@ class Trainer:
     def finish(self) -> dict[str, Any]:
         """Write the policy checkpoint and manifest for the final state."""
         manifest = {"variant": self.cfg.variant, "seed": self.cfg.seed, "predictor": self.cfg.predictor, "reward": self.cfg.reward,
+                    **provenance(self.env_config, self.cfg), "teacher": self.cfg.teacher or None,
                     "ppo_config": dataclasses.asdict(self.cfg), "env_config": env_summary(self.env_config),
                     "env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes, "wall_seconds": round(self.elapsed, 1),
                     "pretraining": self.pretraining or None,

@@ -4,7 +4,7 @@
 [-- extra ppo flags, e.g. --steps N]`` runs ``python -m mara_agents.mat.ppo`` for each (variant, seed) into
 ``DIR/VARIANT-seedS/`` (one thread each; rerunning resumes unfinished runs and skips finished ones), then
 copies each finished policy to ``mara_agents/checkpoints/mat/VARIANT-seedS.pt`` with its manifest — the
-files the benchmark's learned rows load.
+files the benchmark's learned rows load (``--no-publish``: train only; rerun without it to publish).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs/mat"), help="run directories (default runs/mat)")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--no-publish", action="store_true", help="train only: leave the shipped checkpoints as they are")
     args, extra = parser.parse_known_args(argv)
     extra = [a for a in extra if a != "--"]
     queue = [(v, s) for s in args.seeds for v in args.variants]
@@ -49,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             name, run = f"{variant}-seed{seed}", args.runs / f"{variant}-seed{seed}"
             if (run / POLICY_FILE).exists():
                 print(f"{name}: finished earlier", flush=True)
-                publish(run, name)
+                if not args.no_publish:
+                    publish(run, name)
                 continue
             run.mkdir(parents=True, exist_ok=True)
             command = [sys.executable, "-m", "mara_agents.mat.ppo", "--out", str(run), "--variant", variant, "--seed", str(seed),
@@ -62,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if process.poll() is not None:
                 running.remove(item)
                 if process.returncode == 0 and (run / POLICY_FILE).exists():
-                    print(f"{name}: done -> {publish(run, name)}", flush=True)
+                    print(f"{name}: done" + ("" if args.no_publish else f" -> {publish(run, name)}"), flush=True)
                 else:
                     print(f"{name}: FAILED with status {process.returncode} (see {run / 'train.log'})", flush=True)
     return 0

@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from mara_agents.protocols import REMAINING_DEMAND, Predictor
+from mara_agents.protocols import REMAINING_DEMAND, DemandSummary, Predictor
 
 
 @dataclasses.dataclass
@@ -64,6 +64,11 @@ class PredictionCache:
             tasks: the current slots.
             remaining_demand: (B, K) hidden remaining demand, required by oracle predictors only.
         """
+        update_together([(self, tasks, remaining_demand)])
+
+    def pending(self, tasks: SlotTasks, remaining_demand: np.ndarray | None = None) -> Request | None:
+        """The first half of :meth:`update`: take the current slots and say which tasks need a prediction
+        (None: none do). :meth:`apply` the predictor's summary of the request to finish the update."""
         if self._shape != tasks.active.shape:
             self._start(*tasks.active.shape)
         if self.predictor.needs_oracle and remaining_demand is None:
@@ -72,8 +77,23 @@ class PredictionCache:
         self._active = tasks.active
         changed = tasks.active & ((tasks.task != self._task) | (tasks.steps != self._length))
         self.last_recomputed = int(np.count_nonzero(changed))
-        if self.last_recomputed:
-            self._predict(tasks, changed, remaining_demand)
+        if not self.last_recomputed:
+            return None
+        b, k = np.nonzero(changed)
+        steps = tasks.steps[b, k]
+        histories = [tasks.history[e, s, :n] for e, s, n in zip(b.tolist(), k.tolist(), steps.tolist())]
+        oracle = np.asarray(remaining_demand)[b, k] if self.predictor.needs_oracle else None
+        return Request(b, k, steps, histories, tasks.target[b, k], int(self._budget[b, k].max()) + 1, tasks.task[b, k], oracle)
+
+    def apply(self, request: Request, summary: DemandSummary) -> None:
+        """Store ``summary`` (rows in the order of ``request``; ``p_within_budget`` for budgets 0, 1, ... of at
+        least ``request.width`` columns) as the predictions of the requested tasks."""
+        b, k = request.env, request.slot
+        self.median[b, k] = summary.median
+        self.q25[b, k], self.q75[b, k] = summary.quantile(0.25), summary.quantile(0.75)
+        self._p[b, k, : request.width] = summary.p_within_budget[:, : request.width]
+        self._task[b, k], self._length[b, k] = request.task, request.steps
+        self.recomputed += b.size
 
     @property
     def p_within_budget(self) -> np.ndarray:
@@ -88,16 +108,42 @@ class PredictionCache:
         self.median, self.q25, self.q75 = np.zeros((3, B, K))
         self._p = np.zeros((B, K, self.predictor.horizon + 1))  # p_within_budget for budget 0 … horizon
 
-    def _predict(self, tasks: SlotTasks, changed: np.ndarray, remaining_demand: np.ndarray | None) -> None:
-        b, k = np.nonzero(changed)
-        steps = tasks.steps[b, k]
-        histories = [tasks.history[e, s, :n] for e, s, n in zip(b.tolist(), k.tolist(), steps.tolist())]
-        width = int(self._budget[b, k].max()) + 1
-        budgets = np.broadcast_to(np.arange(width), (b.size, width))
-        oracle = {REMAINING_DEMAND: np.asarray(remaining_demand)[b, k]} if self.predictor.needs_oracle else None
-        summary = self.predictor.predict(histories, tasks.target[b, k], budgets, oracle)
-        self.median[b, k] = summary.median
-        self.q25[b, k], self.q75[b, k] = summary.quantile(0.25), summary.quantile(0.75)
-        self._p[b, k, :width] = summary.p_within_budget
-        self._task[b, k], self._length[b, k] = tasks.task[b, k], steps
-        self.recomputed += b.size
+
+@dataclasses.dataclass
+class Request:
+    """The tasks one :class:`PredictionCache` must predict (:meth:`PredictionCache.pending`)."""
+
+    env: np.ndarray  # (M,) env index of each task
+    slot: np.ndarray  # (M,) its slot
+    steps: np.ndarray  # (M,) its reported losses
+    histories: list[np.ndarray]  # its reported-loss histories
+    targets: np.ndarray  # (M,) its target losses
+    width: int  # budgets 0 .. width - 1 are predicted
+    task: np.ndarray  # (M,) the slot's task id
+    oracle: np.ndarray | None  # (M,) hidden remaining demand (oracle predictors only)
+
+
+def update_together(updates: list[tuple[PredictionCache, SlotTasks, np.ndarray | None]]) -> None:
+    """:meth:`PredictionCache.update` of several caches on one predictor, in **one** predictor call (one
+    batched call costs far less than one per cache: the flow-matching predictor does 512 histories in one
+    call in about a third of the time of four calls of 128). Predictions are pure functions of each task's
+    history, target and budgets, so the results equal separate updates'."""
+    requests = [(cache, cache.pending(tasks, remaining)) for cache, tasks, remaining in updates]
+    requests = [(cache, request) for cache, request in requests if request is not None]
+    if not requests:
+        return
+    predictor = requests[0][0].predictor
+    if any(cache.predictor is not predictor for cache, _ in requests):
+        raise ValueError("caches updated together must share one predictor")
+    width = max(request.width for _, request in requests)
+    histories = [h for _, request in requests for h in request.histories]
+    targets = np.concatenate([request.targets for _, request in requests])
+    budgets = np.broadcast_to(np.arange(width), (len(histories), width))
+    oracle = {REMAINING_DEMAND: np.concatenate([request.oracle for _, request in requests])} if predictor.needs_oracle else None
+    summary = predictor.predict(histories, targets, budgets, oracle)
+    start = 0
+    for cache, request in requests:
+        rows = slice(start, start + len(request.histories))
+        start = rows.stop
+        cache.apply(request, DemandSummary(levels=summary.levels, median=summary.median[rows], quantiles=summary.quantiles[rows],
+                                           p_within_budget=summary.p_within_budget[rows]))

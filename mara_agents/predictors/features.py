@@ -39,10 +39,10 @@ from core_env import features
 from core_env.sim import Simulator, StepOutcome
 from core_env.vector import DiscreteCoREVectorEnv, EnvBatch
 from core_env.wrappers import canonical_space, ObservationWrapper
-from mara_agents.predictors.cache import PredictionCache, SlotTasks
+from mara_agents.predictors.cache import PredictionCache, SlotTasks, update_together
 from mara_agents.protocols import DemandSummary, Predictor
 
-__all__ = ["cache_features", "observed_features", "DEMAND_SPREAD", "PREDICTED_DEMAND", "PREDICTOR_FEATURE_NAMES", "P_WITHIN_BUDGET", "GymPredictorFeatures", "PredictorFeatures",
+__all__ = ["cache_features", "predict_together", "observed_features", "DEMAND_SPREAD", "PREDICTED_DEMAND", "PREDICTOR_FEATURE_NAMES", "P_WITHIN_BUDGET", "GymPredictorFeatures", "PredictorFeatures",
            "SlotPredictions", "predictor_observation", "predictor_observations", "summary_features"]
 
 #: The per-slot predictor features, in order.
@@ -90,6 +90,9 @@ class SlotPredictions:
         self.predictor, self.cap = predictor, cap
         self.cache = PredictionCache(predictor)
         self._workloads: list | None = None
+        self._batch: EnvBatch | None = None
+        self._stale = True
+        self._group: list[SlotPredictions] = []  # linked by predict_together
 
     @property
     def recomputed(self) -> int:
@@ -115,28 +118,58 @@ class SlotPredictions:
         """Observe ``batch`` (a :class:`core_env.vector.EnvBatch`, e.g. ``envs.batch`` of a vector env):
         :func:`predictor_observation` then appends these features to its observations."""
         batch.observers.append(self)
+        self._batch, self._stale = batch, True
         return self
 
     def on_reset(self, batch: EnvBatch, envs: np.ndarray) -> None:
         self.reset()
+        self._stale = True
 
     def on_step(self, batch: EnvBatch, outcome: StepOutcome) -> None:
-        pass
+        self._stale = True
 
     def features_of(self, batch: EnvBatch) -> np.ndarray:
-        """(B, 3K) float32 :meth:`observed` features of an attached batch."""
-        return self.observed(batch.sim)
+        """(B, 3K) float32 :meth:`observed` features of an attached batch. Linked by
+        :func:`predict_together`, the first read after a step predicts for every linked batch at once."""
+        if not self._group:
+            return self.observed(batch.sim)
+        if self._stale:
+            stale = [member for member in self._group if member._stale]
+            update_together([member._update_of(member._batch.sim) for member in stale])
+            for member in stale:
+                member._stale = False
+        return observed_features(cache_features(self.cache, batch.sim.active, self.cap), self.cap)
 
-    def __call__(self, sim: Simulator) -> np.ndarray:
+    def _update_of(self, sim: Simulator) -> tuple[PredictionCache, SlotTasks, np.ndarray | None]:
         if self._workloads is not sim.workloads:  # new episodes: a new workload list
             self._workloads = sim.workloads
             self.cache.reset()
-        self.cache.update(SlotTasks.of_simulator(sim), sim.remaining_demand() if self.predictor.needs_oracle else None)
+        return self.cache, SlotTasks.of_simulator(sim), sim.remaining_demand() if self.predictor.needs_oracle else None
+
+    def __call__(self, sim: Simulator) -> np.ndarray:
+        self.cache.update(*self._update_of(sim)[1:])
         return cache_features(self.cache, sim.active, self.cap)
 
     def observed(self, sim: Simulator) -> np.ndarray:
         """(B, 3K) float32 the features as observed: clipped into the observation space's bounds."""
         return observed_features(self(sim), self.cap)
+
+
+def predict_together(batches: list[EnvBatch]) -> None:
+    """Link the :class:`SlotPredictions` attached to ``batches`` (one each, sharing one predictor): after a
+    step, the first read of any of them predicts for all in one batched predictor call
+    (:func:`mara_agents.predictors.cache.update_together`; the features equal unlinked ones). The trainer
+    links its env groups this way."""
+    members = []
+    for batch in batches:
+        found = [observer for observer in batch.observers if isinstance(observer, SlotPredictions)]
+        if len(found) != 1:
+            raise ValueError(f"predict_together needs exactly one SlotPredictions attached to each batch, found {len(found)}")
+        members.append(found[0])
+    if len({id(member.predictor) for member in members}) != 1:
+        raise ValueError("batches predicted together must share one predictor object")
+    for member in members:
+        member._group = members
 
 
 def cache_features(cache: PredictionCache, active: np.ndarray, cap: float) -> np.ndarray:
