@@ -38,7 +38,11 @@ QUICK_ROWS = ("random", "fifo", "edf", "window-edf", "target-edf", "las", "edf-a
 
 
 #: Learned rows (the MAT variants) and the training seeds whose checkpoints ship.
-LEARNED = ("mara", "mara-wls", "mara-sparse", "mat")
+LEARNED = ("mara", "mara-wls", "mara-sparse", "mat", "mara-pure", "mara-sparse-pure")
+#: A learned row's trainer variant (mara_agents.mat.ppo.VARIANTS); ``-pure`` rows are the same variants
+#: trained by PPO alone, with no teacher warm start (their manifests record ``teacher: null``).
+LEARNED_VARIANT = {"mara": "mara", "mara-wls": "mara-wls", "mara-sparse": "mara-sparse", "mat": "mat",
+                   "mara-pure": "mara", "mara-sparse-pure": "mara-sparse"}
 LEARNED_SEEDS = (0, 1, 2)
 CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "mara_agents" / "checkpoints" / "mat"
 
@@ -173,7 +177,7 @@ def uses_fm(row: str) -> bool:
     if is_learned(row):
         from mara_agents.mat.ppo import VARIANTS
 
-        return VARIANTS[row][0] == "fm"
+        return VARIANTS[LEARNED_VARIANT[row]][0] == "fm"
     return not is_external(row) and "fm" in re.split(r"[^a-z0-9_]+", row.lower())
 
 
@@ -217,7 +221,8 @@ def make_agent(row: str, seed: int = 0) -> Agent:
         path = checkpoint_path(row, seed)
         if not path.exists():
             raise FileNotFoundError(f"no checkpoint for {row!r} seed {seed} at {path}; train it with python -m mara_agents.mat.ppo")
-        return MATAgent.load(path, expect={"variant": row, "seed": seed})  # a checkpoint copied under another row's name is refused
+        expect = {"variant": LEARNED_VARIANT[row], "seed": seed, **({"teacher": None} if row.endswith("-pure") else {})}
+        return MATAgent.load(path, expect=expect)  # a checkpoint copied under another row's name is refused
     if row == "ppo-tianshou":
         from mara_agents.integrations.tianshou_ppo import load_agent
 

@@ -47,7 +47,8 @@ CURVE_AWARE = ("lara", "lara-fm", TEACHER)
 #: The baseline of the "share of the EDF → ceiling gap closed" column.
 GAP_BASE = "edf"
 #: The differences every suite reports where both rows ran: (row A, row B), A − B.
-DIFFERENCES = (("mara", "lara"), ("mara", "lara-fm"), ("mara", TEACHER), ("mara", "mara-wls"), ("mara", "mara-sparse"), ("lara", "edf"))
+DIFFERENCES = (("mara", "lara"), ("mara", "lara-fm"), ("mara", TEACHER), ("mara", "mara-wls"), ("mara", "mara-sparse"), ("lara", "edf"),
+               ("mara-pure", "mara-sparse-pure"), ("mara", "mara-pure"))
 #: Learned rows' training seeds on the heavier loads and the scale scenarios (a compute budget: the
 #: flow-matching features cost most where many tasks run; the training load uses all three seeds).
 HEAVY_SEEDS = (0,)
@@ -109,7 +110,7 @@ def specs() -> dict[str, SuiteSpec]:
         "paper": SuiteSpec("paper", PAPER_ROWS, train + heavy),
         "stress": SuiteSpec("stress", PAPER_ROWS, (Scenario("stress", "stress"),)),
         "diagnostics": SuiteSpec("diagnostics", PAPER_ROWS, id_train),
-        "shaping": SuiteSpec("shaping", ("edf", "window-edf", "target-edf", "mara", "mara-sparse", MILP), train),
+        "shaping": SuiteSpec("shaping", ("edf", "window-edf", "target-edf", "mara", "mara-sparse", "mara-pure", "mara-sparse-pure", MILP), train),
         "falsifier": SuiteSpec("falsifier", core, id_train + (Scenario("id/train, speeds + switch cost", env=FALSIFIER_ENV),)),
         "scale": SuiteSpec("scale", core, id_train + tuple(Scenario(f"id, {name}", "id", load, env, seeds=HEAVY_SEEDS) for name, (env, load) in SCALE_ENVS.items())),
     }

@@ -265,3 +265,21 @@ def test_curve_aware_rows_are_paired_with_the_better_probe_and_trained_rows_are_
     partial = summarize(spec, [r for r in results if not (r["cell"]["agent"] == "lara-fm" and r["cell"]["root"] == 2)], spec.rows)
     expected = 100 * (np.mean([0.60, 0.63]) - np.mean([0.50, 0.52])) / (0.80 - np.mean([0.50, 0.52]))
     assert partial["gap_closed"]["lara-fm"]["id/train"] == pytest.approx(expected)
+
+
+def test_a_teacher_free_row_loads_only_a_teacher_free_checkpoint_of_its_variant(tmp_path, monkeypatch):
+    from benchmarks import agents
+    from mara_agents.mat.agent import save_policy
+    from mara_agents.mat.model import MATConfig, MATModel
+
+    monkeypatch.setattr(agents, "CHECKPOINT_DIR", tmp_path)
+    model = MATModel(MATConfig(predictor="fm"))
+    save_policy(model, tmp_path / "mara-pure-seed0.pt", {"variant": "mara", "seed": 0, "teacher": None})
+    assert agents.make_agent("mara-pure", 0) is not None and agents.teacher_of("mara-pure", 0) == agents.REFERENCE_TEACHER
+    save_policy(model, tmp_path / "mara-pure-seed1.pt", {"variant": "mara", "seed": 1, "teacher": "edf"})  # warm-started: refused
+    with pytest.raises(ValueError, match="teacher"):
+        agents.make_agent("mara-pure", 1)
+    save_policy(model, tmp_path / "mara-sparse-pure-seed0.pt", {"variant": "mara", "seed": 0, "teacher": None})  # another variant
+    with pytest.raises(ValueError, match="variant"):
+        agents.make_agent("mara-sparse-pure", 0)
+    assert agents.uses_fm("mara-pure") and not agents.available("mara-pure")  # seeds 1 and 2 are missing or refused
