@@ -48,7 +48,8 @@ CURVE_AWARE = ("lara", "lara-fm", TEACHER)
 GAP_BASE = "edf"
 #: The differences every suite reports where both rows ran: (row A, row B), A − B.
 DIFFERENCES = (("mara", "lara"), ("mara", "lara-fm"), ("mara", TEACHER), ("mara", "mara-wls"), ("mara", "mara-sparse"), ("lara", "edf"),
-               ("mara-pure", "mara-sparse-pure"), ("mara", "mara-pure"))
+               ("mara-pure", "mara-sparse-pure"), ("mara", "mara-pure"),
+               ("lara-fm", "lara"))  # FM − WLS inside MAT (mara − mara-wls) and inside one heuristic (LARA)
 #: Learned rows' training seeds on the heavier loads and the scale scenarios (a compute budget: the
 #: flow-matching features cost most where many tasks run; the training load uses all three seeds).
 HEAVY_SEEDS = (0,)
