@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--no-publish", action="store_true", help="train only: leave the shipped checkpoints as they are")
-    parser.add_argument("--suffix", default="", help="appended to each run's and checkpoint's name (e.g. -pure for runs without a teacher)")
+    parser.add_argument("--suffix", default="", help="appended to each run's and checkpoint's name, e.g. --suffix=-pure (with =: the value starts with a dash) for runs without a teacher")
     args, extra = parser.parse_known_args(argv)
     extra = [a for a in extra if a != "--"]
     queue = [(v, s) for s in args.seeds for v in args.variants]
