@@ -147,7 +147,7 @@ class SlotPredictions:
         return self.cache, SlotTasks.of_simulator(sim), sim.remaining_demand() if self.predictor.needs_oracle else None
 
     def __call__(self, sim: Simulator) -> np.ndarray:
-        self.cache.update(*self._update_of(sim)[1:])
+        update_together([self._update_of(sim)])
         return cache_features(self.cache, sim.active, self.cap)
 
     def observed(self, sim: Simulator) -> np.ndarray:
