@@ -2,7 +2,7 @@
 
 ``python -m mara_agents.mat.train_all [--minutes M] --parallel 2 [--runs DIR] [--variants ...] [--seeds ...]
 [-- extra ppo flags, e.g. --steps N]`` runs ``python -m mara_agents.mat.ppo`` for each (variant, seed) into
-``DIR/VARIANT-seedS/`` (one thread each; rerunning resumes unfinished runs and skips finished ones), then
+``DIR/VARIANT-seedS/`` (``--threads`` each, default one; rerunning resumes unfinished runs and skips finished ones), then
 copies each finished policy to ``mara_agents/checkpoints/mat/VARIANT-seedS.pt`` with its manifest — the
 files the benchmark's learned rows load (``--no-publish``: train only; rerun without it to publish).
 """
@@ -35,7 +35,8 @@ def publish(run: Path, name: str, checkpoints: Path = CHECKPOINTS) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.train_all", description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, help="training minutes per run (or pass --steps N after --)")
-    parser.add_argument("--parallel", type=int, default=2, help="trainings at once (one thread each)")
+    parser.add_argument("--parallel", type=int, default=2, help="trainings at once")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per training (default 1: --parallel 2 fills 2 cores)")
     parser.add_argument("--runs", type=Path, default=Path("runs/mat"), help="run directories (default runs/mat)")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             run.mkdir(parents=True, exist_ok=True)
             command = [sys.executable, "-m", "mara_agents.mat.ppo", "--out", str(run), "--variant", variant, "--seed", str(seed),
-                       "--threads", "1", *([] if args.minutes is None else ["--minutes", str(args.minutes)]), *extra]
+                       "--threads", str(args.threads), *([] if args.minutes is None else ["--minutes", str(args.minutes)]), *extra]
             print(f"{name}: {' '.join(command)}", flush=True)
             running.append((name, run, subprocess.Popen(command, stdout=(run / "train.log").open("a"), stderr=subprocess.STDOUT)))
         time.sleep(5)
