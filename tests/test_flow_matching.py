@@ -19,6 +19,7 @@ from mara_agents.predictors.flow_matching import (
     FlowMatchingPredictor,
     FlowModel,
     decode_crossings,
+    equal_weight_quantiles,
     history_features,
     load_model,
     pack_histories,
@@ -115,6 +116,18 @@ def test_equal_weights_give_nearest_rank_quantiles():
     samples = np.array([[3.0, 1.0, 2.0, 4.0, np.inf]])
     weights = np.ones_like(samples)
     assert weighted_quantiles(samples, weights, (0.1, 0.5, 0.8, 0.81)).tolist() == [[1.0, 3.0, 4.0, np.inf]]
+
+
+@pytest.mark.parametrize("size", [1, 5, 16, 32, 33])
+def test_the_equal_weight_path_gives_the_weighted_numbers(size):
+    rng = np.random.default_rng(size)
+    samples = np.ceil(rng.exponential(30.0, (200, size)))
+    samples[rng.random(samples.shape) < 0.3] = np.inf
+    levels = (*QUANTILE_LEVELS, 0.0, 0.5, 0.81, 1.0)
+    np.testing.assert_array_equal(equal_weight_quantiles(samples, levels), weighted_quantiles(samples, np.ones(samples.shape), levels))
+    budgets = rng.uniform(0.0, 100.0, (200, 3))
+    within = ((samples[:, None, :] <= budgets[:, :, None]) * 1.0).sum(axis=2) / size
+    np.testing.assert_array_equal(summarize_samples(samples, budgets, np.asarray(QUANTILE_LEVELS)).p_within_budget, within)
 
 
 def test_the_reachability_prior_moves_weight_between_crossing_and_censored_samples():
