@@ -310,7 +310,10 @@ def differences(columns: Sequence[str], values, rows: Sequence[str], table, comp
                  and (row, best) not in {(a, b) for a, b, _ in wanted}]
         probed = [(row, probe, False) for row in rows if probe is not None and row != probe
                   and (is_trained(row) or is_external(row) or row in CURVE_AWARE)]
-        for row_a, row_b, against_best in dict.fromkeys([*wanted, *extra, *probed]):
+        pairs: dict[tuple[str, str], bool] = {}  # one difference per pair (the best fixed row can be the probe too)
+        for row_a, row_b, against_best in [*wanted, *extra, *probed]:
+            pairs[row_a, row_b] = pairs.get((row_a, row_b), False) or against_best
+        for (row_a, row_b), against_best in pairs.items():
             a, b = paired_by_root(values, row_a, row_b, column)
             if a.size >= 2:
                 out.append({"a": row_a, "b": row_b, "scenario": column, "best_fixed": against_best or (row_b == best and not is_fixed(row_a)),

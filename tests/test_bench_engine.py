@@ -267,6 +267,16 @@ def test_curve_aware_rows_are_paired_with_the_better_probe_and_trained_rows_are_
     assert partial["gap_closed"]["lara-fm"]["id/train"] == pytest.approx(expected)
 
 
+def test_a_probe_that_is_also_the_best_fixed_row_gives_one_difference_per_trained_row():
+    spec = SuiteSpec("shaping", ("edf", "window-edf", "target-edf", "ppo-tianshou"), (Scenario("id/train"),), roots=3)
+    rates = {"edf": [0.50, 0.52, 0.48], "window-edf": [0.49, 0.50, 0.47], "target-edf": [0.55, 0.56, 0.54], "ppo-tianshou": [0.70, 0.71, 0.69]}
+    summary = summarize(spec, [_result(row, r, v) for row, vs in rates.items() for r, v in enumerate(vs)], spec.rows)
+    pairs = [(d["a"], d["b"]) for d in summary["differences"]]
+    assert len(pairs) == len(set(pairs))  # target-edf is both the best fixed row and the better probe: listed once
+    only = next(d for d in summary["differences"] if (d["a"], d["b"]) == ("ppo-tianshou", "target-edf"))
+    assert only["best_fixed"] and only["best_probe"]
+
+
 def test_a_teacher_free_row_loads_only_a_teacher_free_checkpoint_of_its_variant(tmp_path, monkeypatch):
     from benchmarks import agents
     from mara_agents.mat.agent import save_policy
