@@ -349,10 +349,14 @@ def _copy_checkpoint(source: str, target: Path, manifest: bool = True) -> Path:
 def test_shipped_checkpoints_load_with_their_expected_variant_and_seed():
     from mara_agents.mat.agent import MATAgent
 
+    from benchmarks.agents import LEARNED_VARIANT
+
     for path in sorted(MAT_DIR.glob("*.pt")):
-        variant, seed = path.stem.rsplit("-seed", 1)
+        row, seed = path.stem.rsplit("-seed", 1)
+        variant = LEARNED_VARIANT[row]  # a teacher-free row (mara-pure) is its variant trained without a teacher
         agent = MATAgent.load(path, expect={"variant": variant, "seed": int(seed)})
         assert agent.manifest["variant"] == variant and agent.manifest["model_config"] == agent.config.to_dict()
+        assert (agent.manifest.get("teacher") or None) is None if row.endswith("-pure") else agent.manifest.get("teacher")
 
 
 def test_a_checkpoint_without_its_manifest_is_refused(tmp_path):
