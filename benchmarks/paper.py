@@ -301,22 +301,18 @@ def paired_by_root(values, row_a: str, row_b: str, column: str) -> tuple[np.ndar
 def differences(columns: Sequence[str], values, rows: Sequence[str], table, compare: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
     """The paired differences of :data:`DIFFERENCES` and ``compare``, plus each learned or third-party row
     against the best fixed row."""
-    wanted = [(a, b, False) for a, b in dict.fromkeys([*DIFFERENCES, *compare]) if a in rows and b in rows]
+    wanted = [(a, b) for a, b in dict.fromkeys([*DIFFERENCES, *compare]) if a in rows and b in rows]
     out = []
     for column in columns:
         best = best_fixed_row(table, column)
         probe = best_probe(table, column)
-        extra = [(row, best, True) for row in rows if best is not None and (is_trained(row) or is_external(row))
-                 and (row, best) not in {(a, b) for a, b, _ in wanted}]
-        probed = [(row, probe, False) for row in rows if probe is not None and row != probe
+        extra = [(row, best) for row in rows if best is not None and (is_trained(row) or is_external(row))]
+        probed = [(row, probe) for row in rows if probe is not None and row != probe
                   and (is_trained(row) or is_external(row) or row in CURVE_AWARE)]
-        pairs: dict[tuple[str, str], bool] = {}  # one difference per pair (the best fixed row can be the probe too)
-        for row_a, row_b, against_best in [*wanted, *extra, *probed]:
-            pairs[row_a, row_b] = pairs.get((row_a, row_b), False) or against_best
-        for (row_a, row_b), against_best in pairs.items():
+        for row_a, row_b in dict.fromkeys([*wanted, *extra, *probed]):  # one difference per pair (the best fixed row can be the probe)
             a, b = paired_by_root(values, row_a, row_b, column)
             if a.size >= 2:
-                out.append({"a": row_a, "b": row_b, "scenario": column, "best_fixed": against_best or (row_b == best and not is_fixed(row_a)),
+                out.append({"a": row_a, "b": row_b, "scenario": column, "best_fixed": row_b == best and not is_fixed(row_a),
                             "best_probe": row_b == probe, **paired_difference(a, b)})
     return out
 

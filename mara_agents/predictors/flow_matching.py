@@ -444,14 +444,11 @@ def summarize_samples(remaining: np.ndarray, budgets: np.ndarray, levels: np.nda
 
     ``budgets``: (M,) or (M, J) node-steps; p_within_budget has their shape.
     """
+    weights = reachability_weights(remaining, reachable)
     flat = budgets.reshape(budgets.shape[0], -1)
-    if reachable is None:  # equal weights: the same numbers by sorting once (the training loop's hot path)
-        within = np.count_nonzero(remaining[:, None, :] <= flat[:, :, None], axis=2) / remaining.shape[1]
-        quantiles = equal_weight_quantiles(remaining, (*levels, 0.5))
-    else:
-        weights = reachability_weights(remaining, reachable)
-        within = ((remaining[:, None, :] <= flat[:, :, None]) * weights[:, None, :]).sum(axis=2) / weights.sum(axis=1)[:, None]
-        quantiles = weighted_quantiles(remaining, weights, (*levels, 0.5))
+    within = ((remaining[:, None, :] <= flat[:, :, None]) * weights[:, None, :]).sum(axis=2) / weights.sum(axis=1)[:, None]
+    # equal weights (reachable=None, the training loop's hot path): the same quantiles by sorting once
+    quantiles = equal_weight_quantiles(remaining, (*levels, 0.5)) if reachable is None else weighted_quantiles(remaining, weights, (*levels, 0.5))
     return DemandSummary(levels=levels, median=quantiles[:, -1], quantiles=quantiles[:, :-1],
                          p_within_budget=within.reshape(budgets.shape))
 
