@@ -33,6 +33,7 @@ import numpy as np
 from numba import njit
 
 from core_env import dynamics as _d
+from core_env.dynamics import inlined, unowned
 from core_env.curves import LOSS_FLOOR
 
 if TYPE_CHECKING:
@@ -83,12 +84,12 @@ def shared_dim(n_slots: int, history: int) -> int:
     return GLOBAL_FEATURES + n_slots * slot_width(history)
 
 
-@njit(cache=True, error_model="numpy")
+@inlined
 def _bounded(value):
     return min(max(value, -OBS_BOUND), OBS_BOUND)
 
 
-@njit(cache=True, error_model="numpy")
+@inlined
 def shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, out):
     """Env b's global features and slot table into ``out`` (3 + K·F, any float dtype), clipped. The last H
     log losses come from the simulator's ``recent`` ring when H fits it, else from the full ``history``."""
@@ -130,14 +131,14 @@ def shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, histo
             out[row + F - 1] = 1.0
 
 
-@njit(cache=True, error_model="numpy")
+@unowned
 def fill_shared(t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, out):
     """(B, 3 + K·F) the shared part of every environment (the state)."""
     for b in range(out.shape[0]):
         shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, out[b])
 
 
-@njit(cache=True, error_model="numpy")
+@inlined
 def node_row(n, N, K, speeds, node_slot, out):
     """Node n's own features (node index, speed, last slot) into ``out`` (3,)."""
     out[0] = n / max(N - 1, 1)
@@ -145,7 +146,7 @@ def node_row(n, N, K, speeds, node_slot, out):
     out[2] = (node_slot + 1) / K
 
 
-@njit(cache=True, error_model="numpy")
+@unowned
 def fill_nodes(speeds, node_slot, K, out):
     """(B, N, 3) every node's own features."""
     B, N = node_slot.shape
@@ -154,7 +155,7 @@ def fill_nodes(speeds, node_slot, K, out):
             node_row(n, N, K, speeds, node_slot[b, n], out[b, n])
 
 
-@njit(cache=True, error_model="numpy")
+@unowned
 def fill_masks(choices, mask):
     """(B, N, K + 1) int8 action masks: every node of env b may take the actions ``choices[b]`` allows."""
     B, N, A = mask.shape
@@ -164,18 +165,20 @@ def fill_masks(choices, mask):
                 mask[b, n, a] = choices[b, a]
 
 
-@njit(cache=True, error_model="numpy")
-def fill_observations(t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, speeds, node_slot, obs, mask):
-    """(B, N, D) per-node observations (the shared part copied to every node) and (B, N, K + 1) masks."""
+@unowned
+def fill_observations(t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, speeds, node_slot, obs, mask, shared):
+    """(B, N, D) per-node observations (the shared part copied to every node) and (B, N, K + 1) masks;
+    ``shared`` is a scratch row of D - 3 (copies from another array need no temporary)."""
     B, N, D = obs.shape
     K = slot_flags.shape[2]
-    shared = np.empty(D - NODE_FEATURES, obs.dtype)  # a scratch row: copies from another array need no temporary
     for b in range(B):
         shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, shared)
         for n in range(N):
             for j in range(D - NODE_FEATURES):
                 obs[b, n, NODE_FEATURES + j] = shared[j]
-            node_row(n, N, K, speeds, node_slot[b, n], obs[b, n])
+            obs[b, n, 0] = n / max(N - 1, 1)
+            obs[b, n, 1] = _bounded(speeds[n])
+            obs[b, n, 2] = (node_slot[b, n] + 1) / K
     fill_masks(choices, mask)
 
 
@@ -189,7 +192,7 @@ def shared_of(s, H, out):
 def observations_of(s, H, obs, mask):
     """:func:`fill_observations` from a simulator's :class:`core_env.dynamics.State`."""
     fill_observations(s.env[_d.T], s.horizon, s.env[_d.N_ACTIVE], s.ints, s.floats, s.slot_flags, s.choices, s.history, s.recent, H,
-                      s.speeds, s.node_slot, obs, mask)
+                      s.speeds, s.node_slot, obs, mask, np.empty(obs.shape[2] - NODE_FEATURES, obs.dtype))
 
 
 @njit(cache=True, error_model="numpy")
