@@ -261,28 +261,35 @@ def reset_env(b, K, ints, floats, slot_flags, choices, env, flags, task_ints, ta
     update_done(b, env, flags, max_cycles)
 
 
-@unowned
-def step(actions, ints, floats, slot_flags, choices, history, recent, node_slot, env, flags, task_ints, task_floats, cum, slope, speeds,
-         switch_cost, strict, max_cycles, outcome, node_outcome, served, reported, slot):
-    """One step of every live environment. Writes the step's outcome into ``outcome`` (3, B) (completed,
-    failed, rejected), ``node_outcome`` (2, B, N) (conflicts, invalid), ``served`` and ``reported`` (B, K),
-    zeroed first; ``slot`` (N,) int64 is scratch. Returns (code, flat node index) from :func:`check_actions`;
-    on an error nothing is written (the last step's outcome included)."""
-    B, N = actions.shape
-    K = served.shape[1]
-    code, where = check_actions(actions, choices, flags, K, strict)
-    if code != OK:
-        return code, where
-    outcome[:] = 0
-    node_outcome[:] = False
-    served[:] = False
-    reported[:] = 0.0
-    conflicts, invalid = node_outcome[0], node_outcome[1]
-    for b in range(B):
-        if flags[DONE, b]:
-            continue
+@inlined
+def begin_step(actions, a):
+    """Check every action (:func:`check_actions`) and, when all are good, zero the last step's outcome
+    (``counts`` (3, B): completed, failed, rejected; ``nodes`` (2, B, N): conflicts, invalid; ``served``
+    and ``reported`` (B, K)). Returns (code, flat node index); on an error nothing is written."""
+    choices, flags = a[A_CHOICES], a[A_FLAGS]
+    code, where = check_actions(actions, choices, flags, choices.shape[1] - 1, a[A_PARAMS_I][P_STRICT] != 0)
+    if code == OK:
+        a[A_COUNTS][:] = 0
+        a[A_NODES][:] = False
+        a[A_SERVED][:] = False
+        a[A_REPORTED][:] = 0.0
+    return code, where
+
+
+@inlined
+def step_env(b, actions, a, slot):
+    """Env b's step, rules 1–6 (nothing when it is done), then its team reward (completions, plus
+    Φ(s') − Φ(s) when shaped) into ``reward[b]`` and Φ(s') into ``potential[b]``. ``a``: the state's
+    arrays (:func:`arrays_of`), after :func:`begin_step`; ``slot`` (N,) int64 is scratch."""
+    ints, floats, slot_flags, choices, env, flags = a[A_INTS], a[A_FLOATS], a[A_SLOT_FLAGS], a[A_CHOICES], a[A_ENV], a[A_FLAGS]
+    outcome, node_slot, served = a[A_COUNTS], a[A_NODE_SLOT], a[A_SERVED]
+    params_i, params_f = a[A_PARAMS_I], a[A_PARAMS_F]
+    N, K = actions.shape[1], served.shape[1]
+    if not flags[DONE, b]:
+        conflicts, invalid = a[A_NODES][0], a[A_NODES][1]
         resolve_choices(b, actions, choices, slot, conflicts, invalid)
-        done = serve(b, slot, ints, floats, slot_flags, choices, history, recent, node_slot, env, cum, slope, speeds, switch_cost, served, reported)
+        done = serve(b, slot, ints, floats, slot_flags, choices, a[A_HISTORY], a[A_RECENT], node_slot, env, a[A_CUM], a[A_SLOPE],
+                     a[A_SPEEDS], params_f[P_SWITCH_COST], served, a[A_REPORTED])
         outcome[OUT_COMPLETED, b] = done
         env[COMPLETED, b] += done
         for k in range(K):  # completed tasks left their slot
@@ -296,8 +303,25 @@ def step(actions, ints, floats, slot_flags, choices, history, recent, node_slot,
             outcome[OUT_FAILED, b] = expire(b, K, ints, slot_flags, choices, env)
             env[NEXT_EXPIRY, b] = earliest_expiry(b, K, ints)
         if env[NEXT_ARRIVAL, b] <= env[T, b]:
-            outcome[OUT_REJECTED, b] = admit_arrivals(b, K, ints, floats, slot_flags, choices, env, task_ints, task_floats)
-        update_done(b, env, flags, max_cycles)
+            outcome[OUT_REJECTED, b] = admit_arrivals(b, K, ints, floats, slot_flags, choices, env, a[A_TASK_INTS], a[A_TASK_FLOATS])
+        update_done(b, env, flags, params_i[P_MAX_CYCLES])
+    reward, potential = a[A_REWARD], a[A_POTENTIAL]
+    reward[b] = outcome[OUT_COMPLETED, b]
+    if params_i[P_SHAPED] != 0:
+        new = params_f[P_KAPPA] * log_progress_sum(b, K, ints, floats, slot_flags)
+        reward[b] += new - potential[b]
+        potential[b] = new
+
+
+@unowned
+def step(actions, a, slot):
+    """One step of every live environment and the team rewards (:func:`begin_step`, then
+    :func:`step_env` for each env). Returns (code, flat node index) from :func:`check_actions`."""
+    code, where = begin_step(actions, a)
+    if code != OK:
+        return code, where
+    for b in range(actions.shape[0]):
+        step_env(b, actions, a, slot)
     return OK, -1
 
 
@@ -347,25 +371,24 @@ class State(structref.StructRefProxy):
 structref.define_proxy(State, StateType, list(STATE_FIELDS))
 
 
+#: Positions of the state's arrays in the tuple :func:`arrays_of` returns (the order of STATE_FIELDS).
+(A_INTS, A_ENV, A_NODE_SLOT, A_TASK_INTS, A_PARAMS_I, A_COUNTS, A_FLOATS, A_TASK_FLOATS, A_HISTORY, A_RECENT, A_SPEEDS, A_HORIZON,
+ A_POTENTIAL, A_PARAMS_F, A_REWARD, A_REPORTED, A_SLOT_FLAGS, A_CHOICES, A_FLAGS, A_NODES, A_SERVED, A_CUM, A_SLOPE) = range(len(STATE_FIELDS))
+
+
+@inlined
+def arrays_of(s):
+    """The arrays of a :class:`State` as one tuple (indexed by the ``A_*`` positions): what the loops
+    compiled without reference counting take (they cannot read a StructRef)."""
+    return (s.ints, s.env, s.node_slot, s.task_ints, s.params_i, s.counts, s.floats, s.task_floats, s.history, s.recent, s.speeds,
+            s.horizon, s.potential, s.params_f, s.reward, s.reported, s.slot_flags, s.choices, s.flags, s.nodes, s.served, s.cum, s.slope)
+
+
 @njit(cache=True, error_model="numpy")
 def step_and_reward(actions, s):
-    """:func:`step` on a :class:`State` (the outcome into its outcome arrays); then the
-    team reward (completions, plus Φ(s') − Φ(s) when shaped) into ``reward`` and Φ(s') into ``potential``."""
-    counts, reward, potential = s.counts, s.reward, s.potential
-    code, where = step(actions, s.ints, s.floats, s.slot_flags, s.choices, s.history, s.recent, s.node_slot, s.env, s.flags,
-                       s.task_ints, s.task_floats, s.cum, s.slope, s.speeds, s.params_f[P_SWITCH_COST], s.params_i[P_STRICT] != 0,
-                       s.params_i[P_MAX_CYCLES], counts, s.nodes, s.served, s.reported, np.empty(s.node_slot.shape[1], np.int64))
-    if code == OK:
-        ints, floats, slot_flags, kappa = s.ints, s.floats, s.slot_flags, s.params_f[P_KAPPA]
-        K = slot_flags.shape[2]
-        shaped = s.params_i[P_SHAPED] != 0
-        for b in range(reward.shape[0]):
-            reward[b] = counts[OUT_COMPLETED, b]
-            if shaped:
-                new = kappa * log_progress_sum(b, K, ints, floats, slot_flags)
-                reward[b] += new - potential[b]
-                potential[b] = new
-    return code, where
+    """:func:`step` on a :class:`State` (the outcome into its outcome arrays, the team reward into
+    ``reward`` and Φ(s') into ``potential``)."""
+    return step(actions, arrays_of(s), np.empty(actions.shape[1], np.int64))
 
 
 @njit(cache=True, error_model="numpy")

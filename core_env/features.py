@@ -131,11 +131,12 @@ def shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, histo
             out[row + F - 1] = 1.0
 
 
-@unowned
-def fill_shared(t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, out):
-    """(B, 3 + K·F) the shared part of every environment (the state)."""
-    for b in range(out.shape[0]):
-        shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, out[b])
+@inlined
+def env_shared(b, a, H, out):
+    """:func:`shared_row` of env b from the state's arrays ``a`` (:func:`core_env.dynamics.arrays_of`)."""
+    env = a[_d.A_ENV]
+    shared_row(b, env[_d.T], a[_d.A_HORIZON], env[_d.N_ACTIVE], a[_d.A_INTS], a[_d.A_FLOATS], a[_d.A_SLOT_FLAGS], a[_d.A_CHOICES],
+               a[_d.A_HISTORY], a[_d.A_RECENT], H, out)
 
 
 @inlined
@@ -146,62 +147,95 @@ def node_row(n, N, K, speeds, node_slot, out):
     out[2] = (node_slot + 1) / K
 
 
+@inlined
+def node_rows(b, K, speeds, node_slot, out):
+    """Env b's nodes' own features into ``out[b, n, :3]`` (of a (B, N, ·) array)."""
+    N = node_slot.shape[1]
+    for n in range(N):
+        node_row(n, N, K, speeds, node_slot[b, n], out[b, n])
+
+
+@inlined
+def mask_rows(b, choices, mask):
+    """Env b's (N, K + 1) int8 action masks: every node may take the actions ``choices[b]`` allows."""
+    for n in range(mask.shape[1]):
+        for action in range(mask.shape[2]):
+            mask[b, n, action] = choices[b, action]
+
+
+@inlined
+def observe_env(b, a, H, obs, mask, scratch):
+    """Env b's (N, D) per-node observations (the shared part copied to every node) and masks; ``scratch``
+    is a row of D - 3 (copies from another array need no temporary)."""
+    env_shared(b, a, H, scratch)
+    N, D = obs.shape[1], obs.shape[2]
+    for n in range(N):
+        for j in range(D - NODE_FEATURES):
+            obs[b, n, NODE_FEATURES + j] = scratch[j]
+    node_rows(b, a[_d.A_SERVED].shape[1], a[_d.A_SPEEDS], a[_d.A_NODE_SLOT], obs)
+    mask_rows(b, a[_d.A_CHOICES], mask)
+
+
+@inlined
+def compact_env(b, a, H, nodes, shared, mask):
+    """Env b's compact observation: its nodes' own features, its shared part once, its masks."""
+    env_shared(b, a, H, shared[b])
+    node_rows(b, a[_d.A_SERVED].shape[1], a[_d.A_SPEEDS], a[_d.A_NODE_SLOT], nodes)
+    mask_rows(b, a[_d.A_CHOICES], mask)
+
+
+@unowned
+def fill_shared(a, H, out):
+    """(B, 3 + K·F) the shared part of every environment (the state)."""
+    for b in range(out.shape[0]):
+        env_shared(b, a, H, out[b])
+
+
 @unowned
 def fill_nodes(speeds, node_slot, K, out):
     """(B, N, 3) every node's own features."""
-    B, N = node_slot.shape
-    for b in range(B):
-        for n in range(N):
-            node_row(n, N, K, speeds, node_slot[b, n], out[b, n])
+    for b in range(node_slot.shape[0]):
+        node_rows(b, K, speeds, node_slot, out)
 
 
 @unowned
 def fill_masks(choices, mask):
-    """(B, N, K + 1) int8 action masks: every node of env b may take the actions ``choices[b]`` allows."""
-    B, N, A = mask.shape
-    for b in range(B):
-        for n in range(N):
-            for a in range(A):
-                mask[b, n, a] = choices[b, a]
+    """(B, N, K + 1) int8 action masks."""
+    for b in range(mask.shape[0]):
+        mask_rows(b, choices, mask)
 
 
 @unowned
-def fill_observations(t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, speeds, node_slot, obs, mask, shared):
-    """(B, N, D) per-node observations (the shared part copied to every node) and (B, N, K + 1) masks;
-    ``shared`` is a scratch row of D - 3 (copies from another array need no temporary)."""
-    B, N, D = obs.shape
-    K = slot_flags.shape[2]
-    for b in range(B):
-        shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, shared)
-        for n in range(N):
-            for j in range(D - NODE_FEATURES):
-                obs[b, n, NODE_FEATURES + j] = shared[j]
-            obs[b, n, 0] = n / max(N - 1, 1)
-            obs[b, n, 1] = _bounded(speeds[n])
-            obs[b, n, 2] = (node_slot[b, n] + 1) / K
-    fill_masks(choices, mask)
+def fill_observations(a, H, obs, mask, scratch):
+    """(B, N, D) per-node observations and (B, N, K + 1) masks (:func:`observe_env` for every env)."""
+    for b in range(obs.shape[0]):
+        observe_env(b, a, H, obs, mask, scratch)
+
+
+@unowned
+def fill_compact(a, H, nodes, shared, mask):
+    """The compact observation of every env (:func:`compact_env`)."""
+    for b in range(nodes.shape[0]):
+        compact_env(b, a, H, nodes, shared, mask)
 
 
 @njit(cache=True, error_model="numpy")
 def shared_of(s, H, out):
     """:func:`fill_shared` from a simulator's :class:`core_env.dynamics.State`."""
-    fill_shared(s.env[_d.T], s.horizon, s.env[_d.N_ACTIVE], s.ints, s.floats, s.slot_flags, s.choices, s.history, s.recent, H, out)
+    fill_shared(_d.arrays_of(s), H, out)
 
 
 @njit(cache=True, error_model="numpy")
 def observations_of(s, H, obs, mask):
     """:func:`fill_observations` from a simulator's :class:`core_env.dynamics.State`."""
-    fill_observations(s.env[_d.T], s.horizon, s.env[_d.N_ACTIVE], s.ints, s.floats, s.slot_flags, s.choices, s.history, s.recent, H,
-                      s.speeds, s.node_slot, obs, mask, np.empty(obs.shape[2] - NODE_FEATURES, obs.dtype))
+    fill_observations(_d.arrays_of(s), H, obs, mask, np.empty(obs.shape[2] - NODE_FEATURES, obs.dtype))
 
 
 @njit(cache=True, error_model="numpy")
 def compact_of(s, H, nodes, shared, mask):
     """The compact observation from a :class:`core_env.dynamics.State`: every node's own features (B, N, 3),
     the shared part once per env (B, 3 + K·F) and the masks (B, N, K + 1)."""
-    shared_of(s, H, shared)
-    fill_nodes(s.speeds, s.node_slot, s.slot_flags.shape[2], nodes)
-    fill_masks(s.choices, mask)
+    fill_compact(_d.arrays_of(s), H, nodes, shared, mask)
 
 
 def compact(sim: Simulator, history: int) -> dict[str, np.ndarray]:

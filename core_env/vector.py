@@ -46,6 +46,8 @@ EPISODE_KEYS = ("arrived", "completed", "failed", "rejected", "completion_rate",
 TEAM_KEYS = ("potential",)
 #: Per-node keys: what happened to this node's own action this step.
 NODE_KEYS = ("conflict", "invalid_action")
+#: Every info key, in the order infos list them (each followed, in the vector env, by its ``_key`` mask).
+INFO_KEYS = EPISODE_KEYS + TEAM_KEYS + NODE_KEYS
 OBSERVATIONS = ("per_node", "compact")
 _CLOCK_ROWS = dynamics.N_ACTIVE + 1  # rows of the simulator's env table that infos read
 
@@ -58,23 +60,40 @@ class Observer(Protocol):
     def on_step(self, batch: EnvBatch, outcome: StepOutcome) -> None: ...
 
 
-@njit(cache=True, error_model="numpy")
-def step_and_observe(actions, state, H, obs, mask):
-    """One compiled call: the step and reward (:func:`core_env.dynamics.step_and_reward`), then the
-    per-node observations."""
-    code, where = dynamics.step_and_reward(actions, state)
+@dynamics.unowned
+def step_observing(actions, a, slot, H, obs, mask, scratch):
+    """:func:`core_env.dynamics.step` with each env's per-node observations computed right after its
+    own step (its state is still in cache): the same numbers as the step, then the observations."""
+    code, where = dynamics.begin_step(actions, a)
     if code == dynamics.OK:
-        features.observations_of(state, H, obs, mask)
+        for b in range(actions.shape[0]):
+            dynamics.step_env(b, actions, a, slot)
+            features.observe_env(b, a, H, obs, mask, scratch)
+    return code, where
+
+
+@dynamics.unowned
+def step_observing_compact(actions, a, slot, H, nodes, shared, mask):
+    """:func:`step_observing` with the compact observation."""
+    code, where = dynamics.begin_step(actions, a)
+    if code == dynamics.OK:
+        for b in range(actions.shape[0]):
+            dynamics.step_env(b, actions, a, slot)
+            features.compact_env(b, a, H, nodes, shared, mask)
     return code, where
 
 
 @njit(cache=True, error_model="numpy")
-def step_and_observe_compact(actions, state, H, nodes, shared, mask):
-    """One compiled call: the step and reward, then the compact observation."""
-    code, where = dynamics.step_and_reward(actions, state)
-    if code == dynamics.OK:
-        features.compact_of(state, H, nodes, shared, mask)
-    return code, where
+def step_and_observe(actions, s, H, obs, mask):
+    """One compiled call: the step and reward, each env's per-node observations after its step."""
+    return step_observing(actions, dynamics.arrays_of(s), np.empty(actions.shape[1], np.int64), H, obs, mask,
+                          np.empty(obs.shape[2] - features.NODE_FEATURES, obs.dtype))
+
+
+@njit(cache=True, error_model="numpy")
+def step_and_observe_compact(actions, s, H, nodes, shared, mask):
+    """One compiled call: the step and reward, each env's compact observation after its step."""
+    return step_observing_compact(actions, dynamics.arrays_of(s), np.empty(actions.shape[1], np.int64), H, nodes, shared, mask)
 
 
 class EnvBatch:
@@ -229,21 +248,43 @@ class EnvBatch:
         return self.last_outcome.conflicts, self.last_outcome.invalid
 
     def infos(self) -> dict[str, np.ndarray]:
-        """Every info key as a (B,) array (``conflict``/``invalid_action``: (B, N)): fresh arrays."""
+        """Every info key as a (B,) array (``conflict``/``invalid_action``: (B, N)): fresh arrays (the keys
+        of one dtype are rows of one array), filled by one compiled call (:func:`fill_infos`)."""
         sim = self.sim
-        block = sim._env[:_CLOCK_ROWS].copy()  # one copy: the statistics, t, ..., n_active; a view per key
-        parts = dict(zip(STATS, block))
-        arrived, t = parts["arrived"], block[dynamics.T]
-        rate = np.zeros(self.B)
-        parts["completion_rate"] = np.divide(parts["completed"], arrived, out=rate, where=arrived > 0)
-        parts["active"] = block[dynamics.N_ACTIVE]
-        parts["node_utilization"] = parts["busy_node_steps"] / (self.N * np.maximum(t, 1))
-        parts["t"] = t
-        infos = {key: parts[key] for key in EPISODE_KEYS}
-        infos["potential"] = sim.potential.copy()
-        flags = sim._nodes.astype(np.int64) if self._stepped else np.zeros((2, self.B, self.N), np.int64)
+        block, rates = np.empty((_CLOCK_ROWS, self.B), np.int64), np.empty((len(_RATE_KEYS), self.B))
+        flags = np.empty((2, self.B, self.N), np.int64)
+        fill_infos(sim._env, sim.potential, sim._nodes, self._stepped, block, rates, flags)
+        parts = (block, rates)
+        infos = {key: parts[which][row] for key, which, row in _INFO_LAYOUT}
         infos["conflict"], infos["invalid_action"] = flags[0], flags[1]
         return infos
+
+
+#: Info keys read from the simulator's env table (statistics, t, active) or computed (rates, potential).
+_TABLE_ROWS = {**{key: row for row, key in enumerate(STATS)}, "t": dynamics.T, "active": dynamics.N_ACTIVE}
+_RATE_KEYS = ("completion_rate", "node_utilization", "potential")
+#: (key, 0 = table row / 1 = rate row, row) for EPISODE_KEYS then TEAM_KEYS, in order.
+_INFO_LAYOUT = tuple((key, 0, _TABLE_ROWS[key]) if key in _TABLE_ROWS else (key, 1, _RATE_KEYS.index(key)) for key in EPISODE_KEYS + TEAM_KEYS)
+
+
+@njit(cache=True, error_model="numpy")
+def fill_infos(env, potential, node_flags, stepped, block, rates, flags):
+    """The info arrays of :meth:`EnvBatch.infos`: ``block`` the first rows of the env table (statistics,
+    t, ..., active), ``rates`` the completion rate (completed / arrived, 0 before an arrival), the node
+    utilization (busy node-steps / (N · max(t, 1))) and Φ(s); ``flags`` the last step's conflict and
+    invalid-action flags (zeros when nothing was stepped since the reset)."""
+    B, N = flags.shape[1], flags.shape[2]
+    for r in range(block.shape[0]):
+        for b in range(B):
+            block[r, b] = env[r, b]
+    for b in range(B):
+        arrived = block[dynamics.ARRIVED, b]
+        rates[0, b] = block[dynamics.COMPLETED, b] / arrived if arrived > 0 else 0.0
+        rates[1, b] = block[dynamics.BUSY, b] / (N * max(block[dynamics.T, b], 1))
+        rates[2, b] = potential[b]
+        for n in range(N):
+            flags[0, b, n] = node_flags[0, b, n] if stepped else 0
+            flags[1, b, n] = node_flags[1, b, n] if stepped else 0
 
 
 def single_observation_space(config: EnvConfig, observation: str = "per_node") -> spaces.Dict:
@@ -313,6 +354,7 @@ class DiscreteCoREVectorEnv(VectorEnv):
         self._pending = np.zeros(self.num_envs, bool)  # envs to reset at the next step (next_step mode)
         self._ones = np.ones(self.num_envs, bool)
         self._ones.setflags(write=False)  # shared by every "_key" mask: read-only, so no caller can corrupt it
+        self._present = {"_" + key: self._ones for key in INFO_KEYS}
 
     @property
     def config(self) -> EnvConfig:
@@ -403,8 +445,7 @@ class DiscreteCoREVectorEnv(VectorEnv):
 
     def _infos(self) -> dict[str, np.ndarray]:
         infos = self.batch.infos()
-        for key in list(infos):
-            infos["_" + key] = self._ones
+        infos.update(self._present)
         return infos
 
     def action_masks(self) -> np.ndarray:

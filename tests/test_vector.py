@@ -272,3 +272,12 @@ def test_a_refused_step_keeps_the_last_outcome_and_clear_errors():
         infos["_t"][0] = False
     with pytest.raises(RuntimeError, match="first reset"):
         DiscreteCoREVectorEnv(2).reset(options={"reset_mask": np.array([True, False])})
+
+
+def test_the_state_tuple_positions_follow_the_state_fields():
+    """The compiled loops index the state's arrays by the A_* positions of dynamics.arrays_of: each
+    position must name its field (a shifted position would read another array of the same type)."""
+    from core_env import dynamics
+
+    for index, field in enumerate(dynamics.STATE_FIELDS):
+        assert getattr(dynamics, "A_" + field.upper()) == index, field
