@@ -405,30 +405,42 @@ the slot table (16.8 MB per env); the compact one writes it once (66 KB).
 `core_env/dynamics.py` that numba compiles (`cache=True`: the first process compiles them, ~18 s
 here, and writes the cache next to the module; later processes load it in ~2 s (the whole import)). The state is a
 struct of arrays packed in three arenas (int64, float64, bool), so a compiled call takes a handful of
-arguments. The compiled code uses no operation whose result depends on a SIMD path (the dynamics:
+arguments. The rules applied to each environment (`serve`, `expire`, `admit_arrivals`, ..., the
+observation rows) are inlined into the loop over environments (`inline="always"`), and that loop is
+compiled without numba's reference counting (`_nrt=False`: it allocates nothing and every array it
+indexes is owned by its caller): a compiled call with array arguments otherwise increments and decrements
+each array's reference count with atomic instructions, which cost a third of a B = 256 step when each rule
+was a call per environment. The vector env computes each environment's observation right after its own
+step, while its state is in cache (`core_env.vector.step_observing`; the same numbers as observing after
+the whole step). Numba's cache is keyed by each function's own source file: after editing `dynamics.py`
+or `features.py` in a checkout, delete `core_env/__pycache__/*.nb[ic]` so that the functions of
+`vector.py` that inline them are recompiled too. The compiled code uses no operation whose result depends on a SIMD path (the dynamics:
 additions, products, divisions and comparisons in a fixed order), so trajectories are the same on every
 x86-64 CPU; observations take logarithms from the C library (within an ulp across CPUs).
 
-**Performance** (`python -m benchmarks perf`, OMP_NUM_THREADS=1, one process, side by side; 2-core x86-64 VM shared with other jobs, no GPU; absolute figures vary ±30% between runs):
+**Performance** (`python -m benchmarks perf`, OMP_NUM_THREADS=1, one process, side by side; 2-core x86-64 VM (AMD EPYC), no GPU; absolute figures vary ±30% between runs and 2–4× between VMs):
 
 | measurement (N = 4, K = 16 unless said) | figure |
 |---|---|
-| PettingZoo view / API floor (a ParallelEnv that only builds the same dicts) | **0.55×** (rounds 0.49–0.66; target ≥ 0.5) — 29.6k vs 56.1k steps/s |
-| Gymnasium view / API floor | 0.65× |
-| `EnvBatch.step` (dynamics + shaped reward, no observations), B = 256 / API floor | **15.1×** (rounds 12.0–19.0; target ≥ 10) |
-| vector env `step` (per-node observations, shaped reward, infos), B = 256 / API floor | **7.08×** (rounds 4.9–8.1; target ≥ 7) — 333k env-steps/s; 6.54× and 6.27× in two later runs: not reliably met |
-| vector env `step` (compact observations, shaped reward, infos), B = 256 / API floor | 7.42× (rounds 4.7–10.3) — 460k env-steps/s; 7.37× and 6.89× later |
-| per env-step at N = 4 / 16 / 64 / 256 (K = 4N): PettingZoo view | 32.6 / 57.2 / 246 / 3,494 µs |
-| … vector env (B = 16), per-node observations | 6.5 / 21.8 / 209 / 5,433 µs |
-| … vector env (B = 16), compact observations | 7.0 / 9.0 / 38.0 / 236 µs |
-| first PettingZoo step of a fresh process: empty numba cache / with the cache | 18.2 s / 1.95 s |
-| memory per env: state; one step's observations per-node / compact | 59.1 KiB; 4.2 / 1.1 KiB |
-| seeded `reset()` (draws a workload; timed apart from steps) | 6.8 ms |
+| PettingZoo view / API floor (a ParallelEnv that only builds the same dicts) | **0.55×** (rounds 0.51–0.60; target ≥ 0.5) — 90.5k vs 169.0k steps/s |
+| Gymnasium view / API floor | 0.60× |
+| `EnvBatch.step` (dynamics + shaped reward, no observations), B = 256 / API floor | **16.0×** (rounds 14.4–16.8; target ≥ 10) — 2.09M env-steps/s |
+| vector env `step` (per-node observations, shaped reward, infos), B = 256 / API floor | **7.19×** (rounds 6.88–8.46; target ≥ 7) — 1.20M env-steps/s; 7.62× and 8.32× in two earlier runs of the same ratios (16 s, 8 rounds) |
+| vector env `step` (compact observations, shaped reward, infos), B = 256 / API floor | 8.02× (rounds 6.96–9.59) — 1.34M env-steps/s; 7.38× and 9.07× earlier |
+| per env-step at N = 4 / 16 / 64 / 256 (K = 4N): PettingZoo view | 10.8 / 19.7 / 72.7 / 1,062 µs |
+| … vector env (B = 16), per-node observations | 1.3 / 4.2 / 51.0 / 1,361 µs |
+| … vector env (B = 16), compact observations | 1.3 / 3.1 / 11.6 / 113 µs |
+| first PettingZoo step of a fresh process: empty numba cache / with the cache | 7.3 s / 0.86 s |
+| memory per env: state; one step's observations per-node / compact | 61.1 KiB; 4.2 / 1.1 KiB |
+| seeded `reset()` (draws a workload; timed apart from steps) | 2.0 ms |
 
 Ratios are medians over 8 rounds in which the floor and each view run one chunk in turn (a busy machine
-slows neighbouring chunks alike); the round-to-round spread on this shared VM is wide: over three runs the
-per-node ratio was 7.08, 6.54 and 6.27, so its ≥ 7× target is not reliably met. Resets are timed apart: a seeded reset draws a workload
-(6.8 ms, dominated by the recipe's target quantiles), which is most of an episode's cost when episodes
+slows neighbouring chunks alike). On the same VM, before the reference counting was removed from the
+compiled loops, the same paired ratios (16 s, 8 rounds) gave 5.58× (per-node), 5.66× (compact) and 8.18×
+(no observations): the atomic reference-count updates of array arguments were a third of a B = 256 step. The per-node ratio now
+clears 7× in every full run so far, but its slowest rounds (6.9) sit just under it: the margin is thin on
+a VM whose Python floor is fast. Resets are timed apart: a seeded reset draws a workload
+(2.0 ms here, 6.8 ms on a slower VM; dominated by the recipe's target quantiles), which is most of an episode's cost when episodes
 are short; replaying suite or pre-drawn workloads avoids it.
 
 ## Version history
