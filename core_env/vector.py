@@ -61,39 +61,27 @@ class Observer(Protocol):
 
 
 @dynamics.unowned
-def step_observing(actions, a, slot, H, obs, mask, scratch):
-    """:func:`core_env.dynamics.step` with each env's per-node observations computed right after its
-    own step (its state is still in cache): the same numbers as the step, then the observations."""
+def step_observing(actions, a, slot, H, compact, rows, shared, mask):
+    """:func:`core_env.dynamics.step` with each env's observation computed right after its own step (its
+    state is still in cache): the same numbers as the step, then the observations. ``compact``: ``rows``
+    (B, N, 3) node features and ``shared`` (B, 3 + K·F) (:func:`core_env.features.compact_env`); else
+    ``rows`` (B, N, D) per-node observations and ``shared`` a (1, D − 3) scratch row
+    (:func:`core_env.features.observe_env`)."""
     code, where = dynamics.begin_step(actions, a)
     if code == dynamics.OK:
         for b in range(actions.shape[0]):
             dynamics.step_env(b, actions, a, slot)
-            features.observe_env(b, a, H, obs, mask, scratch)
-    return code, where
-
-
-@dynamics.unowned
-def step_observing_compact(actions, a, slot, H, nodes, shared, mask):
-    """:func:`step_observing` with the compact observation."""
-    code, where = dynamics.begin_step(actions, a)
-    if code == dynamics.OK:
-        for b in range(actions.shape[0]):
-            dynamics.step_env(b, actions, a, slot)
-            features.compact_env(b, a, H, nodes, shared, mask)
+            if compact:
+                features.compact_env(b, a, H, rows, shared, mask)
+            else:
+                features.observe_env(b, a, H, rows, mask, shared[0])
     return code, where
 
 
 @njit(cache=True, error_model="numpy")
-def step_and_observe(actions, s, H, obs, mask):
-    """One compiled call: the step and reward, each env's per-node observations after its step."""
-    return step_observing(actions, dynamics.arrays_of(s), np.empty(actions.shape[1], np.int64), H, obs, mask,
-                          np.empty(obs.shape[2] - features.NODE_FEATURES, obs.dtype))
-
-
-@njit(cache=True, error_model="numpy")
-def step_and_observe_compact(actions, s, H, nodes, shared, mask):
-    """One compiled call: the step and reward, each env's compact observation after its step."""
-    return step_observing_compact(actions, dynamics.arrays_of(s), np.empty(actions.shape[1], np.int64), H, nodes, shared, mask)
+def step_and_observe(actions, s, H, compact, rows, shared, mask):
+    """One compiled call: the step and reward, each env's observation after its step (:func:`step_observing`)."""
+    return step_observing(actions, dynamics.arrays_of(s), np.empty(actions.shape[1], np.int64), H, compact, rows, shared, mask)
 
 
 class EnvBatch:
@@ -114,6 +102,7 @@ class EnvBatch:
         self._history = config.history
         self._obs_shape = (self.B, self.N, features.obs_dim(self.K, config.history))
         self._mask_shape = (self.B, self.N, self.K + 1)
+        self._scratch = np.empty((1, self._obs_shape[2] - features.NODE_FEATURES), np.float32)  # one env's shared row, while observing
 
     def seed(self, seed: int | Sequence[int | None] | None, envs: Sequence[int] | None = None) -> None:
         """Env i's rng becomes ``default_rng(seed + i)`` (an int), ``default_rng(seed[i])`` (a sequence of
@@ -173,11 +162,11 @@ class EnvBatch:
         observed = observed_compact = None
         if observe == "compact":
             parts = features.empty_compact(self.B, self.N, self.K, self._history)
-            result = step_and_observe_compact(actions, sim._state, self._history, *parts)
+            result = step_and_observe(actions, sim._state, self._history, True, *parts)
             observed_compact = parts
         elif observe:
             obs, mask = np.empty(self._obs_shape, np.float32), np.empty(self._mask_shape, np.int8)
-            result = step_and_observe(actions, sim._state, self._history, obs, mask)
+            result = step_and_observe(actions, sim._state, self._history, False, obs, self._scratch, mask)
             observed = obs, mask
         else:
             result = dynamics.step_and_reward(actions, sim._state)

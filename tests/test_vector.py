@@ -279,5 +279,15 @@ def test_the_state_tuple_positions_follow_the_state_fields():
     position must name its field (a shifted position would read another array of the same type)."""
     from core_env import dynamics
 
+    from numba import njit
+
     for index, field in enumerate(dynamics.STATE_FIELDS):
         assert getattr(dynamics, "A_" + field.upper()) == index, field
+    envs = DiscreteCoREVectorEnv(2, "disabled")
+    envs.reset(seed=0)
+    sim = envs.batch.sim
+    arrays = njit(lambda s: dynamics.arrays_of(s))(sim._state)
+    owners = {name: getattr(sim, attribute) for name, (attribute, _) in zip(dynamics.STATE_FIELDS, dynamics.STATE)}
+    owners.update(cum=sim.bank.cum, slope=sim.bank.slope)
+    for index, field in enumerate(dynamics.STATE_FIELDS):
+        assert arrays[index].shape == owners[field].shape and np.shares_memory(arrays[index], owners[field]), field
