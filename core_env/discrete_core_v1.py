@@ -425,8 +425,8 @@ x86-64 CPU; observations take logarithms from the C library (within an ulp acros
 | PettingZoo view / API floor (a ParallelEnv that only builds the same dicts) | **0.55×** (rounds 0.51–0.60; target ≥ 0.5) — 90.5k vs 169.0k steps/s |
 | Gymnasium view / API floor | 0.60× |
 | `EnvBatch.step` (dynamics + shaped reward, no observations), B = 256 / API floor | **16.0×** (rounds 14.4–16.8; target ≥ 10) — 2.09M env-steps/s |
-| vector env `step` (per-node observations, shaped reward, infos), B = 256 / API floor | **7.19×** (rounds 6.88–8.46; target ≥ 7) — 1.20M env-steps/s; 7.62× and 8.32× in two earlier runs of the same ratios (16 s, 8 rounds) |
-| vector env `step` (compact observations, shaped reward, infos), B = 256 / API floor | 8.02× (rounds 6.96–9.59) — 1.34M env-steps/s; 7.38× and 9.07× earlier |
+| vector env `step` (per-node observations, shaped reward, infos), B = 256 / API floor | **7.19×** (rounds 6.88–8.46; target ≥ 7) — 1.20M env-steps/s; 7.62× and 8.32× in two earlier runs of the same ratios (16 s, 8 rounds); **7.51×** (rounds 7.00–8.11) in a rerun of `perf` at the final commit of the change |
+| vector env `step` (compact observations, shaped reward, infos), B = 256 / API floor | 8.02× (rounds 6.96–9.59) — 1.34M env-steps/s; 7.38× and 9.07× earlier; 8.79× in the final rerun |
 | per env-step at N = 4 / 16 / 64 / 256 (K = 4N): PettingZoo view | 10.8 / 19.7 / 72.7 / 1,062 µs |
 | … vector env (B = 16), per-node observations | 1.3 / 4.2 / 51.0 / 1,361 µs |
 | … vector env (B = 16), compact observations | 1.3 / 3.1 / 11.6 / 113 µs |
