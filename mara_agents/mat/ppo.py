@@ -114,8 +114,8 @@ class PPOConfig:
     minutes: float | None = None  # wall-clock budget over all (resumed) runs
     steps: int | None = None  # env-step budget
     # 256 environments in 8 groups of 32 (one batched FM call per step over all of them), 16 steps each per
-    # iteration, 2 epochs x 2 minibatches of 2,048 samples, d_model 32: >= 1.5k env-steps/s on 2 cores
-    # (docs/agents.md, trainer throughput)
+    # iteration, 2 epochs x 2 minibatches of 2,048 samples: >= 1.5k env-steps/s on 2 cores at d_model 64
+    # (d_model 32 is ~1.5x faster but costs 0.4-3.5 completion points; docs/agents.md, trainer throughput)
     num_envs: int = 256
     env_groups: int = 8
     rollout: int = 16  # steps per environment per iteration
@@ -130,7 +130,7 @@ class PPOConfig:
     gamma: float = 1.0
     gae_lambda: float = 0.95
     value_norm_decay: float = 0.99
-    d_model: int = 32
+    d_model: int = 64
     n_heads: int = 2
     enc_layers: int = 1
     dec_layers: int = 1
