@@ -439,8 +439,9 @@ slows neighbouring chunks alike). On the same VM, before the reference counting 
 compiled loops, the same paired ratios (16 s, 8 rounds) gave 5.58× (per-node), 5.66× (compact) and 8.18×
 (no observations): the atomic reference-count updates of array arguments were a third of a B = 256 step. The per-node ratio
 cleared 7× in every full run on that VM, but its slowest rounds (6.9) sat just under it, and on the next session's VM
-(2026-12-02, same code) it measured **6.50×** (rounds 6.12–7.05; compact 7.86×, EnvBatch 16.3×) in the `benchmarks all` run
-of docs/results.md and 7.03× (6.74–7.59) in a rerun alone: the 7× target is not met in every run on every VM. Resets are timed apart: a seeded reset draws a workload
+(2026-12-02, same code) three runs of `perf`, each alone on the machine, gave per-node **6.50×** (rounds 6.12–7.05), 7.03×
+(6.74–7.59) and 7.47× (7.04–8.04); compact 7.86× / 8.45× / 8.88×; EnvBatch 16.3× / 17.2× / 18.1×; PettingZoo / floor 0.53× /
+0.51× / **0.44×** (the last is the docs/results.md run): the 7× and 0.5× targets are not met in every run on every VM. Resets are timed apart: a seeded reset draws a workload
 (2.0 ms here, 6.8 ms on a slower VM; dominated by the recipe's target quantiles), which is most of an episode's cost when episodes
 are short; replaying suite or pre-drawn workloads avoids it.
 
