@@ -169,6 +169,7 @@ TIANSHOU_MANIFEST = Path(__file__).resolve().parent.parent / "mara_agents" / "in
 
 
 FM_MANIFEST = Path(__file__).resolve().parent.parent / "mara_agents" / "checkpoints" / "flow_matching.json"
+PFN_MANIFEST = FM_MANIFEST.with_name("pfn.json")
 
 
 def uses_fm(row: str) -> bool:
@@ -181,16 +182,27 @@ def uses_fm(row: str) -> bool:
     return not is_external(row) and "fm" in re.split(r"[^a-z0-9_]+", row.lower())
 
 
+def uses_pfn(row: str) -> bool:
+    """A row whose decisions depend on the shipped PFN checkpoint: any allocator spec naming ``pfn``
+    (``lara:pfn``, ``edf-admission:pfn,min_reports=5``) and the learned variants on PFN features."""
+    if is_learned(row):
+        from mara_agents.mat.ppo import VARIANTS
+
+        return VARIANTS[LEARNED_VARIANT[row]][0] == "pfn"
+    return not is_external(row) and "pfn" in re.split(r"[^a-z0-9_]+", row.lower())
+
+
 def weights_id(row: str, seed: int = 0) -> str | None:
     """The sha256 (first 16 hex digits) of the weights behind a row and seed, from the checkpoints'
-    manifests: a learned row's policy, and the flow-matching predictor's for every row that uses it
-    (:func:`uses_fm`; joined by ``+``); None for rows without weights (or whose checkpoint is missing).
+    manifests: a learned row's policy, and the flow-matching and PFN predictors' for every row that uses
+    them (:func:`uses_fm`, :func:`uses_pfn`; joined by ``+``); None for rows without weights (or whose checkpoint is missing).
     Benchmark cells include it in their key, so retrained checkpoints never reuse cached results."""
     own = _own_weights_id(row, seed)
-    if not uses_fm(row):
+    if not (uses_fm(row) or uses_pfn(row)):
         return own
-    fm = _manifest_sha(FM_MANIFEST)
-    return "+".join(part for part in (own, f"fm:{fm}" if fm else None) if part) or None
+    fm = _manifest_sha(FM_MANIFEST) if uses_fm(row) else None
+    pfn = _manifest_sha(PFN_MANIFEST) if uses_pfn(row) else None
+    return "+".join(part for part in (own, f"fm:{fm}" if fm else None, f"pfn:{pfn}" if pfn else None) if part) or None
 
 
 def _manifest_sha(manifest: Path) -> str | None:

@@ -21,7 +21,9 @@ disjoint from the evaluation suites):
 * :class:`WindowProbe` (``probe: window-only``): median = max(c · window, 1) with c fitted for the
   capped MAE on a grid; p_within_budget = the train feasible rate in the window's decile bin;
 * :class:`ReportsProbe` (``probe: reports-only``): median and feasible rate per bucket of k;
-* :class:`ConstantProbe` (``probe: constant``): one median and one feasible rate per task set.
+* :class:`ConstantProbe` (``probe: constant``): one median and one feasible rate per task set;
+* :class:`PriorProbe` (``probe: prior``): the curve-free prior, boosted trees on log target, log deadline
+  window, remaining window and k (what the submitter declared and the clock shows).
 
 A probe that comes close to a curve-aware predictor means that the decision points give the demand
 away through the window or the report count; it does not mean the probe is a good predictor.
@@ -81,6 +83,8 @@ class DecisionPoints:
         truth: hidden nominal remaining demand (``inf``: never reaches the target).
         start: offset of the task's reports in ``losses``; the history is ``losses[start : start + reports]``.
         losses: every report of every task of the rollout, grouped by task, oldest first.
+        deadline_window: the task's deadline window ``deadline − arrival`` (declared at submission; what
+            predictors with ``uses_window`` read).
     """
 
     policy: str
@@ -94,6 +98,7 @@ class DecisionPoints:
     truth: np.ndarray
     start: np.ndarray
     losses: np.ndarray
+    deadline_window: np.ndarray
 
     def __len__(self) -> int:
         return int(self.reports.size)
@@ -118,7 +123,7 @@ class DecisionPoints:
     def subset(self, index: np.ndarray) -> DecisionPoints:
         """The points at ``index`` (the losses are shared, not copied)."""
         index = np.asarray(index, dtype=np.int64)
-        fields = {f: getattr(self, f)[index] for f in ("episode", "task", "step", "reports", "window", "target", "truth", "start")}
+        fields = {f: getattr(self, f)[index] for f in ("episode", "task", "step", "reports", "window", "target", "truth", "start", "deadline_window")}
         return DecisionPoints(self.policy, self.episodes, losses=self.losses, **fields)
 
     def subsample(self, max_points: int | None, rng: np.random.Generator) -> DecisionPoints:
@@ -145,7 +150,7 @@ def collect(policy: str, workloads: Sequence[Workload], config: EnvConfig, episo
     agent = make_agent(policy)
     envs = DiscreteCoREVectorEnv(len(workloads), autoreset_mode="disabled", config=config)
     sim = envs.batch.sim  # read-only: the points' hidden truth
-    points: dict[str, list[np.ndarray]] = {name: [] for name in ("episode", "task", "step", "reports", "window", "target", "truth")}
+    points: dict[str, list[np.ndarray]] = {name: [] for name in ("episode", "task", "step", "reports", "window", "target", "truth", "deadline_window")}
     reported: dict[str, list[np.ndarray]] = {"episode": [], "task": [], "loss": []}
     slot_task: list[np.ndarray] = []  # the task in each slot when the last actions were chosen
 
@@ -153,7 +158,8 @@ def collect(policy: str, workloads: Sequence[Workload], config: EnvConfig, episo
         demand = envs.remaining_demand()
         b, k = np.nonzero(sim.has_report & ~sim.done[:, None])
         for name, value in (("episode", b), ("task", sim.task[b, k]), ("step", sim.t[b]), ("reports", sim.steps[b, k]),
-                            ("window", sim.deadline[b, k] - sim.t[b]), ("target", sim.target[b, k]), ("truth", demand[b, k])):
+                            ("window", sim.deadline[b, k] - sim.t[b]), ("target", sim.target[b, k]), ("truth", demand[b, k]),
+                            ("deadline_window", sim.deadline[b, k] - sim.arrival[b, k])):
             points[name].append(np.array(value))
         slot_task[:] = [sim.task.copy()]
         return agent.act(observation, action_mask, {REMAINING_DEMAND: demand} if agent.needs_oracle else None)
@@ -184,7 +190,8 @@ def collect(policy: str, workloads: Sequence[Workload], config: EnvConfig, episo
         raise RuntimeError("a decision point has more reports than its task reported (the rollout record is inconsistent)")
     return DecisionPoints(policy, episodes, cat["episode"].astype(np.int64), cat["task"].astype(np.int64), cat["step"].astype(np.int64),
                           cat["reports"].astype(np.int64), cat["window"].astype(np.int64), cat["target"].astype(np.float64),
-                          cat["truth"].astype(np.float64), start.astype(np.int64), rep["loss"][order].astype(np.float64))
+                          cat["truth"].astype(np.float64), start.astype(np.int64), rep["loss"][order].astype(np.float64),
+                          cat["deadline_window"].astype(np.int64))
 
 
 def train_workloads(task_set: str, episodes: int = TRAIN_EPISODES, n_nodes: int = 4, arrival_steps: int = 500) -> list[Workload]:
@@ -327,19 +334,72 @@ class ConstantProbe(_Probe):
         return {"median": self.median, "p_feasible": self.rate}
 
 
-PROBE_ROWS = (WindowProbe.name, ReportsProbe.name, ConstantProbe.name)
+class PriorProbe(Predictor):
+    """``probe: prior``: the curve-free prior. Boosted trees on what a submitter declared and the clock shows
+    (log target, log deadline window, remaining window, reports k), fitted on the task set's train points:
+    a classifier of feasibility gives p_within_budget, a regressor of the capped truth for absolute error
+    gives the median. It reads no loss value; it is the strongest of the probes because a lower target
+    within a family does need more training (legitimate information a curve reader must beat)."""
+
+    name = "probe: prior"
+    uses_window = True
+
+    def __init__(self, classifier, regressor) -> None:
+        super().__init__(horizon=PROBE_HORIZON)
+        self.classifier, self.regressor = classifier, regressor
+
+    @staticmethod
+    def inputs(targets: np.ndarray, deadline_windows: np.ndarray, windows: np.ndarray, reports: np.ndarray) -> np.ndarray:
+        return np.column_stack([np.log(targets), np.log(deadline_windows), windows, reports]).astype(np.float64)
+
+    @classmethod
+    def fit(cls, targets: np.ndarray, deadline_windows: np.ndarray, windows: np.ndarray, reports: np.ndarray, truth: np.ndarray) -> PriorProbe:
+        from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+
+        if np.asarray(truth).size == 0:
+            raise ValueError("cannot fit a prior probe on no decision points")
+        x = cls.inputs(targets, deadline_windows, windows, reports)
+        feasible = np.asarray(truth) <= windows
+        if feasible.all() or not feasible.any():
+            raise ValueError("a prior probe needs train points of both labels (feasible and not)")
+        classifier = HistGradientBoostingClassifier(max_iter=200, learning_rate=0.1, random_state=0).fit(x, feasible)
+        regressor = HistGradientBoostingRegressor(loss="absolute_error", max_iter=200, learning_rate=0.1, random_state=0).fit(x, np.minimum(truth, CAP))
+        return cls(classifier, regressor)
+
+    def _predict_windowed(self, histories: list[np.ndarray], targets: np.ndarray, budgets: np.ndarray, windows: np.ndarray) -> DemandSummary:
+        if budgets.ndim != 1:
+            raise ValueError(f"{type(self).__name__} takes one budget (the remaining window) per task, got budgets of shape {budgets.shape}")
+        reports = np.array([h.size for h in histories], dtype=np.float64)
+        x = self.inputs(targets, windows, budgets.astype(np.float64), reports)
+        p = self.classifier.predict_proba(x)[:, list(self.classifier.classes_).index(True)] if len(x) else np.zeros(0)
+        median = np.maximum(self.regressor.predict(x), 1.0) if len(x) else np.zeros(0)
+        return DemandSummary(self.levels, median, np.repeat(median[:, None], self.levels.size, axis=1), np.clip(p, 0.0, 1.0))
+
+    def _predict(self, histories, targets, budgets, oracle):  # pragma: no cover - predict() routes to _predict_windowed
+        raise NotImplementedError("PriorProbe.predict needs windows")
+
+    def parameters(self) -> dict:
+        return {"model": "sklearn HistGradientBoosting (classifier of feasibility, absolute-error regressor of the capped truth)",
+                "inputs": ["log target", "log deadline window", "remaining window", "reports k"], "max_iter": 200, "learning_rate": 0.1,
+                "classifier_iterations": int(self.classifier.n_iter_), "regressor_iterations": int(self.regressor.n_iter_)}
 
 
-def fit_probes(points: Sequence[DecisionPoints]) -> dict[str, _Probe]:
-    """The three probes fitted on the given (train) decision points, pooled."""
+PROBE_ROWS = (WindowProbe.name, ReportsProbe.name, ConstantProbe.name, PriorProbe.name)
+
+
+def fit_probes(points: Sequence[DecisionPoints]) -> dict[str, Predictor]:
+    """The four probes fitted on the given (train) decision points, pooled."""
     reports = np.concatenate([p.reports for p in points])
     windows = np.concatenate([p.window for p in points]).astype(np.float64)
     truth = np.concatenate([p.truth for p in points])
+    targets = np.concatenate([p.target for p in points])
+    deadline_windows = np.concatenate([p.deadline_window for p in points]).astype(np.float64)
     return {WindowProbe.name: WindowProbe.fit(windows, truth), ReportsProbe.name: ReportsProbe.fit(reports, windows, truth),
-            ConstantProbe.name: ConstantProbe.fit(windows, truth)}
+            ConstantProbe.name: ConstantProbe.fit(windows, truth),
+            PriorProbe.name: PriorProbe.fit(targets, deadline_windows, windows, reports.astype(np.float64), truth)}
 
 
-def train_probes(task_set: str, policies: Sequence[str], episodes: int = TRAIN_EPISODES, n_nodes: int = 4) -> tuple[dict[str, _Probe], int]:
+def train_probes(task_set: str, policies: Sequence[str], episodes: int = TRAIN_EPISODES, n_nodes: int = 4) -> tuple[dict[str, Predictor], int]:
     """Probes of ``task_set`` fitted on the decision points of ``policies`` on its train workloads; also the point count."""
     workloads = train_workloads(task_set, episodes, n_nodes)
     config = EnvConfig(task_set=task_set, n_nodes=n_nodes)

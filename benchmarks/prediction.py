@@ -53,7 +53,7 @@ from mara_agents.protocols import REMAINING_DEMAND, Predictor
 #: The fixed policies whose rollouts give the decision points.
 POLICIES = ("edf", "edf-admission:oracle")
 #: Curve-aware rows, then the leak probes (permanent rows).
-PREDICTOR_ROWS = ("fm", "wls", "dkf", "last_slope", "oracle")
+PREDICTOR_ROWS = ("pfn", "fm", "wls", "dkf", "last_slope", "pow4", "mmf4", "oracle")
 ROWS = PREDICTOR_ROWS + PROBE_ROWS
 #: Default cap on scored points per task set and policy (the full suite then takes a few minutes on 2 cores).
 MAX_POINTS = 20_000
@@ -242,7 +242,7 @@ def predict(predictor: Predictor, points: DecisionPoints) -> tuple[np.ndarray, n
     if len(points) == 0:
         return np.zeros(0), np.zeros(0)
     oracle = {REMAINING_DEMAND: points.truth} if predictor.needs_oracle else None
-    summary = predictor.predict(points.histories(), points.target, points.window, oracle=oracle)
+    summary = predictor.predict(points.histories(), points.target, points.window, oracle=oracle, windows=points.deadline_window)
     return np.asarray(summary.median, dtype=np.float64), np.asarray(summary.p_within_budget, dtype=np.float64)
 
 

@@ -159,6 +159,8 @@ class Predictor(abc.ABC):
     name: ClassVar[str] = "predictor"
     #: True only for oracle predictors.
     needs_oracle: ClassVar[bool] = False
+    #: True for predictors that read each task's deadline window (``windows`` of :meth:`predict`).
+    uses_window: ClassVar[bool] = False
 
     def __init__(self, horizon: int = HORIZON, levels: Sequence[float] = QUANTILE_LEVELS) -> None:
         if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
@@ -171,7 +173,7 @@ class Predictor(abc.ABC):
         self.levels.setflags(write=False)
 
     def predict(self, histories: Sequence[np.ndarray], targets: np.ndarray, budgets: np.ndarray,
-                oracle: Mapping[str, np.ndarray] | None = None) -> DemandSummary:
+                oracle: Mapping[str, np.ndarray] | None = None, windows: np.ndarray | None = None) -> DemandSummary:
         """Remaining demand of M tasks.
 
         Args:
@@ -182,6 +184,9 @@ class Predictor(abc.ABC):
                 (M, J) to get the probability for J budgets per task at once. Non-negative; fractions
                 are floored; values beyond the horizon (``inf`` too) count as the horizon.
             oracle: for oracle predictors, ``{"remaining_demand": (M,)}``; ignored otherwise.
+            windows: (M,) each task's deadline window, deadline − arrival in node-steps (declared at
+                submission, observable as age + steps to deadline; it never changes while the task waits).
+                Required by predictors with ``uses_window``; ignored by the others.
 
         Returns:
             A :class:`DemandSummary` of the M tasks (``p_within_budget`` has the budgets' shape).
@@ -194,7 +199,26 @@ class Predictor(abc.ABC):
             if demand.shape != targets.shape:
                 raise ValueError(f"oracle[{REMAINING_DEMAND!r}] must have shape (M,) = {targets.shape}, got {demand.shape}")
             oracle = {REMAINING_DEMAND: demand}
+        if self.uses_window:
+            return self._predict_windowed(histories, targets, budgets, self._check_windows(windows, targets.size))
         return self._predict(histories, targets, budgets, oracle)
+
+    def _predict_windowed(self, histories: list[np.ndarray], targets: np.ndarray, budgets: np.ndarray,
+                          windows: np.ndarray) -> DemandSummary:
+        """:meth:`predict` of a predictor with ``uses_window`` on checked inputs (``windows``: (M,) float64 >= 1)."""
+        raise NotImplementedError(f"{type(self).__name__} sets uses_window but does not implement _predict_windowed")
+
+    def _check_windows(self, windows: np.ndarray | None, m: int) -> np.ndarray:
+        """(M,) float64 deadline windows, or a ValueError naming the problem."""
+        if windows is None:
+            raise ValueError(f"{type(self).__name__} reads each task's deadline window: pass windows=(M,) array "
+                             "(deadline − arrival in node-steps, i.e. age + steps to deadline)")
+        windows = np.asarray(windows, dtype=np.float64)
+        if windows.shape != (m,):
+            raise ValueError(f"windows must have shape (M,) = ({m},), got {windows.shape}")
+        if not np.all(np.isfinite(windows) & (windows >= 1)):
+            raise ValueError("windows must be finite node-step counts >= 1 (deadline − arrival)")
+        return windows
 
     @abc.abstractmethod
     def _predict(self, histories: list[np.ndarray], targets: np.ndarray, budgets: np.ndarray,

@@ -197,13 +197,22 @@ def test_probes_see_no_curve_values():
     windows = np.array([3, 10, 20, 50, 90])
     a = [rng.random(n) + 0.1 for n in lengths]
     b = [rng.random(n) * 5 + 2.0 for n in lengths]
-    for probe in probes.values():
-        first, second = probe.predict(a, np.full(5, 0.5), windows), probe.predict(b, np.full(5, 3.0), windows)
+    deadline_windows = windows + np.array(lengths)
+    for name, probe in probes.items():
+        first = probe.predict(a, np.full(5, 0.5), windows, windows=deadline_windows)
+        second = probe.predict(b, np.full(5, 0.5), windows, windows=deadline_windows)  # other loss values, the same target
         np.testing.assert_array_equal(first.median, second.median)
         np.testing.assert_array_equal(first.p_within_budget, second.p_within_budget)
-        assert np.all(first.median >= 1)
+        assert np.all(first.median >= 1) and np.all((first.p_within_budget >= 0) & (first.p_within_budget <= 1))
+        if name != "probe: prior":  # only the prior reads the declared target
+            third = probe.predict(b, np.full(5, 3.0), windows, windows=deadline_windows)
+            np.testing.assert_array_equal(first.p_within_budget, third.p_within_budget)
     window_probe = probes["probe: window-only"]
     assert window_probe.predict(a, np.full(5, 0.5), windows).median == pytest.approx(np.maximum(window_probe.factor * windows, 1))
+    prior = probes["probe: prior"]
+    assert prior.uses_window and prior.parameters()["inputs"] == ["log target", "log deadline window", "remaining window", "reports k"]
+    with pytest.raises(ValueError, match="deadline window"):
+        prior.predict(a, np.full(5, 0.5), windows)
 
 
 def test_probes_are_fitted_on_train_workloads_not_on_the_evaluation_suite(tiny_result, monkeypatch):

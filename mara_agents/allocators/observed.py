@@ -90,4 +90,5 @@ class ObservedTasks:
 
     def slot_tasks(self) -> SlotTasks:
         """The slots as a :class:`SlotTasks` for a :class:`PredictionCache`."""
-        return SlotTasks(self.active, self.task, self.steps, self.history, self.target, self.budget)
+        return SlotTasks(self.active, self.task, self.steps, self.history, self.target, self.budget,
+                         np.where(self.active, self.age + self.budget, 0))

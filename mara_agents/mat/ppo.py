@@ -296,6 +296,10 @@ def provenance(config: EnvConfig, cfg: PPOConfig) -> dict[str, Any]:
         from mara_agents.predictors.flow_matching import DEFAULT_CHECKPOINT
 
         out["fm_sha256"] = json.loads(Path(DEFAULT_CHECKPOINT).with_suffix(".json").read_text())["sha256"]
+    if cfg.predictor == "pfn":
+        from mara_agents.predictors.pfn import DEFAULT_CHECKPOINT as PFN_CHECKPOINT
+
+        out["pfn_sha256"] = json.loads(Path(PFN_CHECKPOINT).with_suffix(".json").read_text())["sha256"]
     return out
 
 

@@ -1,8 +1,9 @@
 """Remaining-demand predictors behind :class:`mara_agents.protocols.Predictor`.
 
 ``PREDICTORS`` maps each name used in benchmarks and docs to a factory (call with no arguments for the
-defaults). Everything here is numpy only except ``"fm"`` (the MARA flow-matching predictor, torch),
-which is imported only when its factory is called and loads the shipped checkpoint. :mod:`mara_agents.predictors.features` turns any predictor into per-slot
+defaults). Everything here is numpy only except ``"fm"`` (the MARA flow-matching predictor, torch) and ``"pfn"``
+(the prior-fitted network trained on a synthetic curve prior, which also reads each task's deadline
+window; torch), which are imported only when their factory is called and load the shipped checkpoint. :mod:`mara_agents.predictors.features` turns any predictor into per-slot
 observation features (PettingZoo, Gymnasium and the batched simulator). See docs/agents.md.
 """
 
@@ -12,6 +13,7 @@ from mara_agents.predictors.dkf import DKF, DKFFit, DKFState
 from mara_agents.predictors.forecast import ForecastPredictor
 from mara_agents.predictors.last_slope import LastSlope
 from mara_agents.predictors.oracle import OraclePredictor
+from mara_agents.predictors.parametric import ParametricCurve, mmf4, pow4
 from mara_agents.predictors.wls import WLS, WLSFit, WLSState
 from mara_agents.protocols import HORIZON, QUANTILE_LEVELS, DemandSummary, Predictor
 
@@ -24,7 +26,15 @@ def flow_matching(**overrides):
     return FlowMatchingPredictor.load(**overrides)
 
 
-PREDICTORS = {"wls": WLS, "dkf": DKF, "last_slope": LastSlope, "oracle": OraclePredictor, "fm": flow_matching}
+def pfn(**overrides):
+    """The shipped PFN predictor, trained on the synthetic curve prior (imports torch; see pfn.PFNPredictor.load)."""
+    from mara_agents.predictors.pfn import PFNPredictor
+
+    return PFNPredictor.load(**overrides)
+
+
+PREDICTORS = {"wls": WLS, "dkf": DKF, "last_slope": LastSlope, "oracle": OraclePredictor, "fm": flow_matching, "pfn": pfn,
+              "pow4": pow4, "mmf4": mmf4}
 
 __all__ = ["DKF", "DKFFit", "DKFState", "DemandSummary", "ForecastPredictor", "HORIZON", "LastSlope", "OraclePredictor",
-           "PREDICTORS", "Predictor", "QUANTILE_LEVELS", "WLS", "WLSFit", "WLSState"]
+           "PREDICTORS", "ParametricCurve", "Predictor", "QUANTILE_LEVELS", "WLS", "WLSFit", "WLSState"]

@@ -28,11 +28,12 @@ class SlotTasks:
     history: np.ndarray  # (B, K, L) float: reported losses, oldest first (entries beyond `steps` ignored)
     target: np.ndarray  # (B, K) float: target losses
     budget: np.ndarray  # (B, K) int64: node-steps left before the deadline (steps to deadline with one node)
+    window: np.ndarray  # (B, K) int64: the task's deadline window, deadline − arrival (age + budget; fixed per task)
 
     @classmethod
     def of_simulator(cls, sim) -> SlotTasks:
         """The simulator's slots (``sim``: a :class:`core_env.sim.Simulator`)."""
-        return cls(sim.active, sim.task, sim.steps, sim.history, sim.target, sim.deadline - sim.t[:, None])
+        return cls(sim.active, sim.task, sim.steps, sim.history, sim.target, sim.deadline - sim.t[:, None], sim.deadline - sim.arrival)
 
 
 class PredictionCache:
@@ -83,7 +84,8 @@ class PredictionCache:
         steps = tasks.steps[b, k]
         histories = [tasks.history[e, s, :n] for e, s, n in zip(b.tolist(), k.tolist(), steps.tolist())]
         oracle = np.asarray(remaining_demand)[b, k] if self.predictor.needs_oracle else None
-        return Request(b, k, steps, histories, tasks.target[b, k], int(self._budget[b, k].max()) + 1, tasks.task[b, k], oracle)
+        windows = np.maximum(tasks.window[b, k], 1) if self.predictor.uses_window else None
+        return Request(b, k, steps, histories, tasks.target[b, k], int(self._budget[b, k].max()) + 1, tasks.task[b, k], oracle, windows)
 
     def apply(self, request: Request, summary: DemandSummary) -> None:
         """Store ``summary`` (rows in the order of ``request``; ``p_within_budget`` for budgets 0, 1, ... of at
@@ -121,13 +123,14 @@ class Request:
     width: int  # budgets 0 .. width - 1 are predicted
     task: np.ndarray  # (M,) the slot's task id
     oracle: np.ndarray | None  # (M,) hidden remaining demand (oracle predictors only)
+    windows: np.ndarray | None = None  # (M,) deadline windows (predictors with ``uses_window`` only)
 
 
 def update_together(updates: list[tuple[PredictionCache, SlotTasks, np.ndarray | None]]) -> None:
     """:meth:`PredictionCache.update` of several caches on one predictor, in **one** predictor call (one
     batched call costs far less than one per cache: the flow-matching predictor does 512 histories in one
     call in about a third of the time of four calls of 128). Predictions are pure functions of each task's
-    history, target and budgets, so the results equal separate updates'."""
+    history, target, budgets (and deadline window), so the results equal separate updates'."""
     requests = [(cache, cache.pending(tasks, remaining)) for cache, tasks, remaining in updates]
     requests = [(cache, request) for cache, request in requests if request is not None]
     if not requests:
@@ -140,7 +143,8 @@ def update_together(updates: list[tuple[PredictionCache, SlotTasks, np.ndarray |
     targets = np.concatenate([request.targets for _, request in requests])
     budgets = np.broadcast_to(np.arange(width), (len(histories), width))
     oracle = {REMAINING_DEMAND: np.concatenate([request.oracle for _, request in requests])} if predictor.needs_oracle else None
-    summary = predictor.predict(histories, targets, budgets, oracle)
+    windows = np.concatenate([request.windows for _, request in requests]) if predictor.uses_window else None
+    summary = predictor.predict(histories, targets, budgets, oracle, windows)
     start = 0
     for cache, request in requests:
         rows = slice(start, start + len(request.histories))

@@ -1,0 +1,250 @@
+"""Train the PFN predictor: ``python -m mara_agents.predictors.train_pfn`` (a few minutes on 2 cores).
+
+**Data** (what may train, tune and choose: nothing of ``rl_ood``, ``vit_ood`` or any evaluation split is read):
+
+* the synthetic prior (:mod:`mara_agents.predictors.curve_prior`): families ``0 … F−1`` of
+  :data:`PRIOR_SEED` fit, the next :data:`PRIOR_VALIDATION` families (kinds of run the model never saw)
+  validate;
+* the ``id`` task set's train split, divided by curve as for FM (every 5th curve validates,
+  :func:`~mara_agents.predictors.train_fm.split_bank`).
+
+Examples are simulated as for FM (:func:`~mara_agents.predictors.train_fm.simulate_examples`): tasks
+drawn by the environment's recipe on each bank with the bank itself as the reference runs (so targets
+and windows are set from a family's other runs, as in every task set), cut after h node-steps, h
+uniform in 1 … min(demand, window) − 1. The label is the remaining demand's bin
+(:func:`~mara_agents.predictors.pfn.demand_bins`); the window is the task's deadline window.
+
+**Training**: cross-entropy, AdamW with warm-up and cosine decay, on a ``--prior-share`` mix of prior
+and ``id`` examples. **Calibration**: one temperature, chosen on the ``id`` validation examples (NLL
+on a grid). **Validation metrics** (both validation sets; FM and WLS scored beside it on the same
+examples for the record): NLL, Brier of P(demand <= budget) with budget = window − h, AUC, ECE,
+capped MAE (cap 120, FM's horizon).
+
+**Output**: ``mara_agents/checkpoints/pfn.pt`` + ``pfn.json`` (:func:`~mara_agents.predictors.pfn.save_model`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from core_env.curves import bank_for
+from mara_agents.predictors.curve_prior import RUNS, prior_bank
+from mara_agents.predictors.pfn import (DEFAULT_CHECKPOINT, PFNConfig, PFNModel, PFNPredictor, demand_bins, features, save_model)
+from mara_agents.predictors.train_fm import Examples, simulate_examples, split_bank
+
+PRIOR_SEED = 20261202
+PRIOR_VALIDATION = 100
+TEMPERATURES = np.round(np.arange(0.6, 2.01, 0.05), 2)
+CAP = 120
+
+
+def examples_of(bank, count: int, seed: int) -> Examples:
+    return simulate_examples(bank, count, np.random.default_rng(seed), (1,))
+
+
+def windows_of(examples: Examples) -> np.ndarray:
+    """(n,) deadline windows: the examples' budgets are window − h."""
+    return examples.budget + np.array([len(h) for h in examples.histories], dtype=np.float64)
+
+
+def tensors(examples: Examples, config: PFNConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    x = features(list(examples.histories), examples.target, windows_of(examples), config)
+    return torch.from_numpy(x), torch.from_numpy(demand_bins(examples.remaining, config.bin_widths))
+
+
+def _auc(p: np.ndarray, y: np.ndarray) -> float:
+    from scipy.stats import rankdata
+
+    pos = int(y.sum())
+    neg = y.size - pos
+    if pos == 0 or neg == 0:
+        return float("nan")
+    ranks = rankdata(p)
+    return float((ranks[y].sum() - pos * (pos + 1) / 2) / (pos * neg))
+
+
+def _ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
+    which = np.minimum((p * bins).astype(int), bins - 1)
+    total = 0.0
+    for b in range(bins):
+        mine = which == b
+        if mine.any():
+            total += mine.sum() * abs(p[mine].mean() - y[mine].mean())
+    return float(total / p.size)
+
+
+def scores(summary, examples: Examples, cap: float = CAP) -> dict[str, float]:
+    """Brier, AUC and ECE of P(demand <= budget) and the capped MAE of the median."""
+    y = examples.remaining <= examples.budget
+    p = np.asarray(summary.p_within_budget, dtype=np.float64)
+    truth = np.minimum(examples.remaining, cap)
+    return {"brier": float(np.mean((p - y) ** 2)), "auc": _auc(p, y), "ece": _ece(p, y),
+            "capped_mae": float(np.mean(np.abs(np.minimum(summary.median, cap) - truth)))}
+
+
+def score_predictor(predictor, examples: Examples) -> dict[str, float]:
+    windows = windows_of(examples) if predictor.uses_window else None
+    budgets = np.minimum(examples.budget, predictor.horizon)
+    return scores(predictor.predict(list(examples.histories), examples.target, budgets, windows=windows), examples)
+
+
+@torch.no_grad()
+def nll(model: PFNModel, x: torch.Tensor, y: torch.Tensor) -> float:
+    model.eval()
+    return float(torch.nn.functional.cross_entropy(model(x), y).item())
+
+
+def fit(model: PFNModel, x: torch.Tensor, y: torch.Tensor, steps: int, batch: int, lr: float, weight_decay: float, seed: int,
+        validation: dict[str, tuple[torch.Tensor, torch.Tensor]], log_every: int = 1000, progress: bool = True) -> list[dict[str, float]]:
+    """Cross-entropy training (AdamW, warm-up then cosine decay, gradient clip 1); returns the log."""
+    model.set_normalization(x)
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    warmup = max(1, steps // 50)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda i: min(1.0, (i + 1) / warmup) * 0.5 * (1.0 + math.cos(math.pi * min(i, steps) / steps)))
+    log, running = [], []
+    bar = tqdm(range(steps), desc="pfn", unit="step", disable=not progress, mininterval=2.0)
+    for i in bar:
+        model.train()
+        index = torch.randint(x.shape[0], (batch,), generator=generator)
+        loss = torch.nn.functional.cross_entropy(model(x[index]), y[index])
+        if not torch.isfinite(loss):
+            raise RuntimeError(f"non-finite training loss at step {i + 1}: stopping without writing a checkpoint")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        running.append(loss.item())
+        if (i + 1) % log_every == 0 or i + 1 == steps:
+            entry = {"step": i + 1, "train_nll": float(np.mean(running))}
+            entry.update({f"{name}_nll": nll(model, *v) for name, v in validation.items()})
+            log.append(entry)
+            bar.set_postfix({k: round(v, 4) for k, v in entry.items() if k != "step"})
+            running = []
+    model.eval()
+    return log
+
+
+def fit_temperature(model: PFNModel, x: torch.Tensor, y: torch.Tensor) -> tuple[float, dict[str, float]]:
+    """The temperature of :data:`TEMPERATURES` with the lowest NLL on (x, y); sets it on the model."""
+    grid = {}
+    for t in TEMPERATURES.tolist():
+        model.temperature.fill_(t)
+        grid[str(t)] = nll(model, x, y)
+    best = min(grid, key=grid.get)
+    model.temperature.fill_(float(best))
+    return float(best), grid
+
+
+def inference_ms(predictor: PFNPredictor, examples: Examples, count: int = 1024, repeats: int = 11) -> float:
+    """Median milliseconds of one predict call on ``count`` validation histories (one torch thread)."""
+    index = np.arange(count) % len(examples)
+    histories, targets = [examples.histories[i] for i in index], examples.target[index]
+    windows, budgets = windows_of(examples)[index], np.minimum(examples.budget[index], predictor.horizon)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        predictor.predict(histories, targets, budgets, windows=windows)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            predictor.predict(histories, targets, budgets, windows=windows)
+            times.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return 1000.0 * float(np.median(times))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mara_agents.predictors.train_pfn", description=__doc__.split("\n")[0])
+    parser.add_argument("--families", type=int, default=800, help="prior families that train (default 800)")
+    parser.add_argument("--prior-examples", type=int, default=600_000)
+    parser.add_argument("--id-examples", type=int, default=200_000)
+    parser.add_argument("--validation-examples", type=int, default=40_000)
+    parser.add_argument("--prior-share", type=float, default=0.7, help="share of each batch drawn from the prior examples")
+    parser.add_argument("--no-prior", action="store_true", help="train on the id examples only (the ablation)")
+    parser.add_argument("--steps", type=int, default=30_000)
+    parser.add_argument("--batch", type=int, default=1024)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--weight-decay", type=float, default=1e-4)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=DEFAULT_CHECKPOINT)
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    for name in ("families", "prior_examples", "id_examples", "validation_examples", "steps", "batch", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if not 0.0 <= args.prior_share <= 1.0:
+        parser.error("--prior-share must lie in [0, 1]")
+    torch.set_num_threads(args.threads)
+    started = time.time()
+    config = PFNConfig(hidden=args.hidden, layers=args.layers)
+    id_fit, id_val = split_bank(bank_for("id", "train"))
+    print(f"banks: id fit {len(id_fit)} curves, id validation {len(id_val)}", flush=True)
+    data = {"id_validation": examples_of(id_val, args.validation_examples, args.seed + 2),
+            "prior_validation": examples_of(prior_bank(PRIOR_VALIDATION, PRIOR_SEED, first=args.families, name="prior-validation"),
+                                            args.validation_examples, args.seed + 3)}
+    id_examples = examples_of(id_fit, args.id_examples, args.seed)
+    x_id, y_id = tensors(id_examples, config)
+    if args.no_prior:
+        x, y, share = x_id, y_id, 0.0
+    else:
+        prior = prior_bank(args.families, PRIOR_SEED)
+        print(f"prior: {args.families} families x {RUNS} runs ({prior.values.size} points), {time.time() - started:.0f} s", flush=True)
+        x_prior, y_prior = tensors(examples_of(prior, args.prior_examples, args.seed + 1), config)
+        # one pool whose draw probabilities give the requested share: repeat the smaller part
+        n_prior = int(round(len(y_id) * args.prior_share / max(1e-9, 1 - args.prior_share))) if args.prior_share < 1 else len(y_prior)
+        reps = max(1, math.ceil(n_prior / len(y_prior)))
+        pick = torch.arange(len(y_prior)).repeat(reps)[:n_prior]
+        x, y, share = torch.cat([x_prior[pick], x_id]), torch.cat([y_prior[pick], y_id]), args.prior_share
+    validation = {name: tensors(ex, config) for name, ex in data.items()}
+    print(f"examples: {len(y)} training ({share:.0%} prior), features {config.inputs}; {time.time() - started:.0f} s", flush=True)
+    model = PFNModel(config, seed=args.seed)
+    log = fit(model, x, y, args.steps, args.batch, args.lr, args.weight_decay, args.seed, validation, progress=not args.no_progress)
+    temperature, grid = fit_temperature(model, *validation["id_validation"])
+    predictor = PFNPredictor(model)
+    metrics: dict[str, Any] = {name: {"pfn": {**score_predictor(predictor, ex), "nll": nll(model, *validation[name])}} for name, ex in data.items()}
+    from mara_agents.predictors import PREDICTORS
+
+    for row in ("fm", "wls"):
+        comparison = PREDICTORS[row]()
+        for name, ex in data.items():
+            metrics[name][row] = score_predictor(comparison, ex)
+    timing = inference_ms(predictor, data["id_validation"])
+    wall = time.time() - started
+    info = {"data": {"task_set": "id", "split": "train", "validation_every": 5, "prior_seed": PRIOR_SEED,
+                     "prior_families": 0 if args.no_prior else args.families, "prior_runs_per_family": RUNS,
+                     "prior_validation_families": [args.families, args.families + PRIOR_VALIDATION],
+                     "prior_share": share, "training_examples": int(len(y)), "validation_examples": args.validation_examples,
+                     "never_read": ["rl_ood", "vit_ood", "every eval split"]},
+            "seed": args.seed, "training": {"steps": args.steps, "batch": args.batch, "lr": args.lr, "weight_decay": args.weight_decay,
+                                             "wall_seconds": round(wall, 1), "threads": args.threads, "log": log},
+            "temperature": temperature, "temperature_nll_grid": grid, "validation": metrics, "inference_ms_per_1024_one_thread": round(timing, 2),
+            "command": "python -m mara_agents.predictors.train_pfn " + " ".join(sys.argv[1:] if argv is None else argv),
+            "machine": {"python": platform.python_version(), "torch": torch.__version__, "processor": platform.machine()}}
+    save_model(model, args.out, info)
+    print(f"wrote {args.out} ({wall:.0f} s); temperature {temperature}; predict 1,024 histories {timing:.1f} ms on one thread")
+    for name, rows in metrics.items():
+        for row, m in rows.items():
+            print(f"  {name:17s} {row:4s} " + "  ".join(f"{k} {v:.4f}" for k, v in m.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
