@@ -166,7 +166,9 @@ def _predict(name: str, histories: list[np.ndarray], targets: np.ndarray, budget
     if name == "oracle":
         demand = np.arange(len(histories), dtype=np.float64) * 7 + 1
         return OraclePredictor().predict(histories, targets, budgets, {REMAINING_DEMAND: demand})
-    return PREDICTORS[name]().predict(histories, targets, budgets)
+    predictor = PREDICTORS[name]()
+    windows = np.array([len(h) for h in histories], dtype=np.float64) + 60 if predictor.uses_window else None
+    return predictor.predict(histories, targets, budgets, windows=windows)
 
 
 @pytest.mark.parametrize("name", sorted(PREDICTORS))
