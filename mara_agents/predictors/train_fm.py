@@ -150,6 +150,15 @@ def simulate_examples(bank: CurveBank, count: int, rng: np.random.Generator, bin
     return Examples.concatenate(parts).take(np.arange(count))
 
 
+def warmup_cosine(model: torch.nn.Module, steps: int, lr: float, weight_decay: float):
+    """(AdamW, schedule): linear warm-up over steps // 50, then cosine decay to 0 at ``steps`` (FM and PFN training)."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    warmup = max(1, steps // 50)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda i: min(1.0, (i + 1) / warmup) * 0.5 * (1.0 + math.cos(math.pi * min(i, steps) / steps)))
+    return optimizer, schedule
+
+
 def _tensors(examples: Examples, config: FlowConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     steps, summary, _ = history_features(*pack_histories(examples.histories), config)
     return torch.from_numpy(steps), torch.from_numpy(summary), torch.from_numpy(examples.future.astype(np.float32))
@@ -167,10 +176,7 @@ def fit(model: FlowModel, examples: Examples, steps: int = 6000, batch: int = 25
     model.set_normalization(summary, future)
     val = _tensors(validation, model.config) if validation is not None else None
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    warmup = max(1, steps // 50)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda i: min(1.0, (i + 1) / warmup) * 0.5 * (1.0 + math.cos(math.pi * min(i, steps) / steps)))
+    optimizer, schedule = warmup_cosine(model, steps, lr, weight_decay)
     log, running = [], []
     model.train()
     bar = tqdm(range(steps), desc="fm", unit="step", disable=not progress, mininterval=1.0)

@@ -41,7 +41,7 @@ from tqdm import tqdm
 from core_env.curves import bank_for
 from mara_agents.predictors.curve_prior import RUNS, prior_bank
 from mara_agents.predictors.pfn import (DEFAULT_CHECKPOINT, PFNConfig, PFNModel, PFNPredictor, demand_bins, features, save_model)
-from mara_agents.predictors.train_fm import Examples, simulate_examples, split_bank
+from mara_agents.predictors.train_fm import Examples, simulate_examples, split_bank, warmup_cosine
 
 PRIOR_SEED = 20261202
 PRIOR_VALIDATION = 100
@@ -110,10 +110,7 @@ def fit(model: PFNModel, x: torch.Tensor, y: torch.Tensor, steps: int, batch: in
     """Cross-entropy training (AdamW, warm-up then cosine decay, gradient clip 1); returns the log."""
     model.set_normalization(x)
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    warmup = max(1, steps // 50)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda i: min(1.0, (i + 1) / warmup) * 0.5 * (1.0 + math.cos(math.pi * min(i, steps) / steps)))
+    optimizer, schedule = warmup_cosine(model, steps, lr, weight_decay)
     log, running = [], []
     bar = tqdm(range(steps), desc="pfn", unit="step", disable=not progress, mininterval=2.0)
     for i in bar:
