@@ -5,6 +5,8 @@ A row is a heuristic (``HEURISTICS``), or an allocator (``ALLOCATORS``) on its d
 allocator with exact demands: the part of LARA's gap that is allocation, not prediction), or a learned
 row (``LEARNED``: MARA and its variants), loaded from its shipped checkpoint for a training seed, or
 ``ppo-tianshou`` (the shipped Tianshou masked-PPO policy, :mod:`mara_agents.integrations.tianshou_ppo`).
+``prior-edf`` is the admission probe on the curve-free prior (:mod:`benchmarks.prior_edf`), fitted on the
+train workloads of the task set it plays.
 
 A **third-party row** is ``module.path:attr`` (any name whose part before ``:`` is not a shipped
 allocator): ``attr`` (dotted attributes allowed) is an :class:`~mara_agents.protocols.Agent`, an Agent
@@ -32,17 +34,17 @@ from mara_agents.heuristics import HEURISTICS
 from mara_agents.protocols import Agent
 
 #: Rows of the quick suite, in table order (learned rows: training seed 0).
-QUICK_ROWS = ("random", "fifo", "edf", "window-edf", "target-edf", "las", "edf-admission", "llf", "slaq", "laira", "lara", "lara-fm", "edf-admission:fm,min_reports=5",
-              "mara-wls", "mara",
+QUICK_ROWS = ("random", "fifo", "edf", "window-edf", "target-edf", "prior-edf", "las", "edf-admission", "llf", "slaq", "laira", "lara", "lara-fm",
+              "edf-admission:fm,min_reports=5", "lara:pfn", "edf-admission:pfn,min_reports=1", "mara-wls", "mara", "mara-pfn",
               "edf-admission:oracle", "llf:oracle", "laira:oracle", "lara:oracle", "clairvoyant")
 
 
 #: Learned rows (the MAT variants) and the training seeds whose checkpoints ship.
-LEARNED = ("mara", "mara-wls", "mara-sparse", "mat", "mara-pure", "mara-sparse-pure")
+LEARNED = ("mara", "mara-wls", "mara-sparse", "mat", "mara-pure", "mara-sparse-pure", "mara-pfn")
 #: A learned row's trainer variant (mara_agents.mat.ppo.VARIANTS); ``-pure`` rows are the same variants
 #: trained by PPO alone, with no teacher warm start (their manifests record ``teacher: null``).
 LEARNED_VARIANT = {"mara": "mara", "mara-wls": "mara-wls", "mara-sparse": "mara-sparse", "mat": "mat",
-                   "mara-pure": "mara", "mara-sparse-pure": "mara-sparse"}
+                   "mara-pure": "mara", "mara-sparse-pure": "mara-sparse", "mara-pfn": "mara-pfn"}
 LEARNED_SEEDS = (0, 1, 2)
 CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "mara_agents" / "checkpoints" / "mat"
 
@@ -56,6 +58,9 @@ def is_trained(row: str) -> bool:
     return is_learned(row) or row == "ppo-tianshou"
 
 
+#: The admission probe on the curve-free prior, fitted on the train workloads of the task set it plays
+#: (:mod:`benchmarks.prior_edf`).
+PRIOR_EDF = "prior-edf"
 #: Rows that are ceilings or strong heuristics knowing the hidden demand, not schedulers.
 ORACLE_ROWS = ("clairvoyant", "milp")
 #: In-memory third-party factories (:func:`register`): name -> (factory, fingerprint).
@@ -72,7 +77,7 @@ def is_external(row: str) -> bool:
     if row in REGISTERED:
         return True
     prefix, colon, _ = row.partition(":")
-    shipped = prefix.split(",")[0] in ALLOCATORS or prefix in HEURISTICS or prefix in LEARNED or prefix in ("ppo-tianshou", *ORACLE_ROWS)
+    shipped = prefix.split(",")[0] in ALLOCATORS or prefix in HEURISTICS or prefix in LEARNED or prefix in ("ppo-tianshou", PRIOR_EDF, *ORACLE_ROWS)
     return bool(colon) and not shipped
 
 
@@ -82,7 +87,7 @@ def register(name: str, factory: Callable[[], Agent], fingerprint: str | None = 
     ``fingerprint`` identifies its code for the cell cache (default: the sha256 of the source file that
     defines it; a random one, never reused, when there is none).
     """
-    if not isinstance(name, str) or not name or name in HEURISTICS or name in LEARNED or name.partition(":")[0] in ALLOCATORS:
+    if not isinstance(name, str) or not name or name in HEURISTICS or name in LEARNED or name == PRIOR_EDF or name.partition(":")[0] in ALLOCATORS:
         raise ValueError(f"a registered row needs a new non-empty name, not a shipped row: {name!r}")
     if fingerprint is None:
         fingerprint = _source_fingerprint(factory) or uuid.uuid4().hex
@@ -224,9 +229,14 @@ def _own_weights_id(row: str, seed: int) -> str | None:
     return _manifest_sha(manifest)
 
 
-def make_agent(row: str, seed: int = 0) -> Agent:
+def make_agent(row: str, seed: int = 0, task_set: str | None = None) -> Agent:
     """The agent of a benchmark row (see the module docstring); ``seed`` seeds the random agent and picks
-    a learned row's training seed."""
+    a learned row's training seed; ``task_set`` (a built-in name or a bank file) is the one the row plays,
+    needed by rows fitted per task set (:data:`PRIOR_EDF`) and ignored by the others."""
+    if row == PRIOR_EDF:
+        from benchmarks.prior_edf import make_prior_edf
+
+        return make_prior_edf(task_set)
     if is_learned(row):
         from mara_agents.mat.agent import MATAgent
 
@@ -249,4 +259,4 @@ def make_agent(row: str, seed: int = 0) -> Agent:
         return make_allocator(row)
     raise ValueError(f"unknown agent row {row!r}: heuristics {sorted(HEURISTICS)}, allocators {sorted(ALLOCATORS)} "
                      "(optionally ':predictor' and ',key=int' options, e.g. 'lara:oracle', 'edf-admission:fm,min_reports=5'), "
-                     f"learned {list(LEARNED)}, or a third-party module.path:attr")
+                     f"the probe {PRIOR_EDF!r}, learned {list(LEARNED)}, or a third-party module.path:attr")

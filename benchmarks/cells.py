@@ -207,7 +207,7 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
     flat = [w for group in workloads for w in group]
     teacher = teacher_of(first.agent, first.seed)  # learned rows: their per-step agreement with the teacher, on their own trajectories
     shadow = make_agent(teacher) if teacher else None
-    stats, decision_s, decisions = run_agent(make_agent(first.agent, first.seed), flat, first.config(), timed=True, shadow=shadow)
+    stats, decision_s, decisions = run_agent(make_agent(first.agent, first.seed, first.task_set), flat, first.config(), timed=True, shadow=shadow)
     per_env_ms = 1e3 * decision_s / max(decisions * len(flat), 1)
     results, offset = [], 0
     for cell, group in zip(cells, workloads):

@@ -54,6 +54,8 @@ BUCKET_LABELS = tuple(label for label, _, _ in BUCKETS)
 PROBE_SEED = 20270117
 #: Train workloads per task set (one batch per policy) the probes are fitted on.
 TRAIN_EPISODES = 12
+#: The policies whose decision points the probes are fitted on (and Table 1 is scored on).
+PROBE_POLICIES = ("edf", "edf-admission:oracle")
 #: Grid of window factors c tried by the window-only probe.
 FACTORS = np.round(np.arange(0.02, 3.0001, 0.02), 2)
 #: Probes never censor: their budgets (the remaining window) are used as given.
@@ -387,21 +389,26 @@ class PriorProbe(Predictor):
 PROBE_ROWS = (WindowProbe.name, ReportsProbe.name, ConstantProbe.name, PriorProbe.name)
 
 
-def fit_probes(points: Sequence[DecisionPoints]) -> dict[str, Predictor]:
-    """The four probes fitted on the given (train) decision points, pooled."""
+def fit_probes(points: Sequence[DecisionPoints], names: Sequence[str] = PROBE_ROWS) -> dict[str, Predictor]:
+    """The probes named in ``names`` (default: all four) fitted on the given (train) decision points, pooled."""
+    unknown = sorted(set(names) - set(PROBE_ROWS))
+    if unknown:
+        raise ValueError(f"unknown probes {unknown}; choose from {list(PROBE_ROWS)}")
     reports = np.concatenate([p.reports for p in points])
     windows = np.concatenate([p.window for p in points]).astype(np.float64)
     truth = np.concatenate([p.truth for p in points])
-    targets = np.concatenate([p.target for p in points])
-    deadline_windows = np.concatenate([p.deadline_window for p in points]).astype(np.float64)
-    return {WindowProbe.name: WindowProbe.fit(windows, truth), ReportsProbe.name: ReportsProbe.fit(reports, windows, truth),
-            ConstantProbe.name: ConstantProbe.fit(windows, truth),
-            PriorProbe.name: PriorProbe.fit(targets, deadline_windows, windows, reports.astype(np.float64), truth)}
+    fits = {WindowProbe.name: lambda: WindowProbe.fit(windows, truth), ReportsProbe.name: lambda: ReportsProbe.fit(reports, windows, truth),
+            ConstantProbe.name: lambda: ConstantProbe.fit(windows, truth),
+            PriorProbe.name: lambda: PriorProbe.fit(np.concatenate([p.target for p in points]),
+                                                    np.concatenate([p.deadline_window for p in points]).astype(np.float64),
+                                                    windows, reports.astype(np.float64), truth)}
+    return {name: fits[name]() for name in names}
 
 
-def train_probes(task_set: str, policies: Sequence[str], episodes: int = TRAIN_EPISODES, n_nodes: int = 4) -> tuple[dict[str, Predictor], int]:
+def train_probes(task_set: str, policies: Sequence[str] = PROBE_POLICIES, episodes: int = TRAIN_EPISODES, n_nodes: int = 4,
+                 names: Sequence[str] = PROBE_ROWS) -> tuple[dict[str, Predictor], int]:
     """Probes of ``task_set`` fitted on the decision points of ``policies`` on its train workloads; also the point count."""
     workloads = train_workloads(task_set, episodes, n_nodes)
     config = EnvConfig(task_set=task_set, n_nodes=n_nodes)
     points = [collect(policy, workloads, config, [(task_set, "train-fit", e) for e in range(episodes)]) for policy in policies]
-    return fit_probes(points), sum(len(p) for p in points)
+    return fit_probes(points, names), sum(len(p) for p in points)

@@ -38,18 +38,28 @@ HEAVY_LOADS = ("x1.25", "x1.5", "x2")
 
 #: The allocator the learned rows were warm-started from (``--teacher`` of the shipped checkpoints).
 TEACHER = "edf-admission:fm,min_reports=5"
-PAPER_ROWS = ("fifo", "edf", "window-edf", "target-edf", "edf-admission", TEACHER, "llf", "slaq", "las", "lara", "lara-fm", "laira", "ppo-tianshou", "mat", "mara-wls",
-              "mara-sparse", "mara", "clairvoyant", MILP)
+#: The same rule on the PFN predictor (issue 27; ``min_reports`` chosen on train workloads by
+#: ``python -m benchmarks.tuning --predictor pfn``), the teacher of ``mara-pfn``.
+PFN_TEACHER = "edf-admission:pfn,min_reports=1"
+PAPER_ROWS = ("fifo", "edf", "window-edf", "target-edf", "prior-edf", "edf-admission", TEACHER, PFN_TEACHER, "llf", "slaq", "las", "lara", "lara-fm",
+              "lara:pfn", "laira", "laira:pfn", "ppo-tianshou", "mat", "mara-wls", "mara-sparse", "mara", "mara-pfn", "clairvoyant", MILP)
 #: Leak probes (no loss values seen): a curve-aware row's own margin is the one beyond the better probe.
-PROBES = ("window-edf", "target-edf")
+PROBES = ("window-edf", "target-edf", "prior-edf")
 #: Curve-aware fixed rows paired with the best probe (learned and third-party rows are too).
-CURVE_AWARE = ("lara", "lara-fm", TEACHER)
+CURVE_AWARE = ("lara", "lara-fm", TEACHER, "lara:pfn", "laira:pfn", PFN_TEACHER)
+#: Rows that read no loss value at all (the probes included): every other row that neither knows the demand
+#: nor is the ceiling reads the curves (its margin over the best probe is what curve reading adds).
+CURVE_FREE = ("random", "fifo", "edf", "las", *PROBES)
+#: A task set measures curve reading only where the best probe stays this many points below the best curve-aware row.
+PROBE_MARGIN = 5.0
 #: The baseline of the "share of the EDF → ceiling gap closed" column.
 GAP_BASE = "edf"
 #: The differences every suite reports where both rows ran: (row A, row B), A − B.
 DIFFERENCES = (("mara", "lara"), ("mara", "lara-fm"), ("mara", TEACHER), ("mara", "mara-wls"), ("mara", "mara-sparse"), ("lara", "edf"),
                ("mara-pure", "mara-sparse-pure"), ("mara", "mara-pure"),
-               ("lara-fm", "lara"))  # FM − WLS inside MAT (mara − mara-wls) and inside one heuristic (LARA)
+               ("lara-fm", "lara"),  # FM − WLS inside MAT (mara − mara-wls) and inside one heuristic (LARA)
+               (PFN_TEACHER, TEACHER), ("lara:pfn", "lara-fm"), ("laira:pfn", "laira"),  # PFN − FM inside each rule (issue 27)
+               ("mara-pfn", "mara"), ("mara-pfn", PFN_TEACHER))
 #: Learned rows' training seeds on the heavier loads and the scale scenarios (a compute budget: the
 #: flow-matching features cost most where many tasks run; the training load uses all three seeds).
 HEAVY_SEEDS = (0,)
@@ -106,12 +116,12 @@ def specs() -> dict[str, SuiteSpec]:
     train = tuple(Scenario(f"{t}/train", t) for t in TASK_SETS)
     heavy = tuple(Scenario(f"{t}/{load}", t, load, seeds=HEAVY_SEEDS) for load in HEAVY_LOADS for t in TASK_SETS)
     id_train = (Scenario("id/train"),)
-    core = ("edf", "window-edf", "target-edf", "lara", "lara-fm", TEACHER, "laira", "mara-wls", "mara", "clairvoyant", MILP)
+    core = ("edf", "window-edf", "target-edf", "prior-edf", "lara", "lara-fm", TEACHER, PFN_TEACHER, "laira", "mara-wls", "mara", "clairvoyant", MILP)
     return {
         "paper": SuiteSpec("paper", PAPER_ROWS, train + heavy),
         "stress": SuiteSpec("stress", PAPER_ROWS, (Scenario("stress", "stress"),)),
         "diagnostics": SuiteSpec("diagnostics", PAPER_ROWS, id_train),
-        "shaping": SuiteSpec("shaping", ("edf", "window-edf", "target-edf", "mara", "mara-sparse", "mara-pure", "mara-sparse-pure", MILP), train),
+        "shaping": SuiteSpec("shaping", ("edf", "window-edf", "target-edf", "prior-edf", "mara", "mara-sparse", "mara-pure", "mara-sparse-pure", MILP), train),
         "falsifier": SuiteSpec("falsifier", core, id_train + (Scenario("id/train, speeds + switch cost", env=FALSIFIER_ENV),)),
         "scale": SuiteSpec("scale", core, id_train + tuple(Scenario(f"id, {name}", "id", load, env, seeds=HEAVY_SEEDS) for name, (env, load) in SCALE_ENVS.items())),
     }
@@ -250,7 +260,24 @@ def summarize(spec: SuiteSpec, results: Sequence[dict[str, Any]], rows: Sequence
                 for key in AGREEMENT:
                     diagnostics[row][key] = float(np.mean([a[key] for a in agreed]))
     return {"table": table, "bound": bound, "gap_closed": gap_closed(values, rows, columns), "diagnostics": diagnostics,
-            "differences": differences(columns, values, rows, table, compare)}
+            "differences": differences(columns, values, rows, table, compare), "probe_margins": probe_margins(table, columns)}
+
+
+def probe_margins(table: dict[str, dict[str, dict[str, Any]]], columns: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """{column: best probe, best curve-aware row (not curve-free, not told the demand, not the ceiling), their
+    mean completions, the margin and whether it is at least :data:`PROBE_MARGIN`} where both ran."""
+    out = {}
+    for column in columns:
+        probe = best_probe(table, column)
+        aware = [(cells[column]["mean"], row) for row, cells in table.items()
+                 if column in cells and row not in CURVE_FREE and not knows_demand(row) and row != MILP]
+        if probe is None or not aware:
+            continue
+        best, row = max(aware)
+        margin = best - table[probe][column]["mean"]
+        out[column] = {"probe": probe, "probe_mean": table[probe][column]["mean"], "curve_aware": row, "curve_aware_mean": best,
+                       "margin": margin, "measures_curve_reading": bool(margin >= PROBE_MARGIN)}
+    return out
 
 
 def gap_closed(values, rows: Sequence[str], columns: Sequence[str]) -> dict[str, dict[str, float]]:

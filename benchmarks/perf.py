@@ -30,6 +30,7 @@ from tqdm import tqdm
 from benchmarks import add_out, markdown_table, write_results
 from benchmarks.agents import QUICK_ROWS, make_agent
 from core_env import GYM_ID, discrete_core_v1
+from core_env.config import EnvConfig
 from core_env.episode import EPISODE_KEYS, NODE_KEYS, TEAM_KEYS
 from core_env.parallel import node_name, observation_space
 from core_env.vector import DiscreteCoREVectorEnv
@@ -310,7 +311,7 @@ def decision_times(rows: Sequence[str] = QUICK_ROWS) -> dict[str, dict[str, floa
 def _decision_times(rows: Sequence[str]) -> dict[str, dict[str, float]]:
     out = {}
     for row in tqdm(rows, desc="decisions", unit="agent", leave=False):
-        agent, envs = make_agent(row), DiscreteCoREVectorEnv(1, "disabled")
+        agent, envs = make_agent(row, task_set="id"), DiscreteCoREVectorEnv(1, "disabled")
         observation, _ = envs.reset(options={"workload": load_suite("id", "train", 0, 0)})
         agent.reset(1, envs.batch.N, envs.batch.K)
         times, feature_times = [], []
@@ -329,6 +330,43 @@ def _decision_times(rows: Sequence[str]) -> dict[str, dict[str, float]]:
     return out
 
 
+#: Predictors timed side by side on one batch of decision-point histories (issue 27: the PFN's target).
+PREDICT_ROWS = ("fm", "pfn")
+PREDICT_BATCH = 1024
+#: Milliseconds one predict call on PREDICT_BATCH histories may take on one CPU thread.
+PREDICT_TARGET_MS = 50.0
+
+
+def predictor_times(rows: Sequence[str] = PREDICT_ROWS, count: int = PREDICT_BATCH, rounds: int = 11) -> dict[str, dict[str, float]]:
+    """Per predictor: median and min milliseconds of one ``predict`` call on ``count`` histories of EDF's
+    decision points on the ``id`` suite (root 0; cycled to ``count``), the remaining window as the
+    budget, one torch thread; the predictors alternate within each round so both see the same machine."""
+    import torch
+
+    from benchmarks.decision_points import collect
+    from mara_agents.predictors import PREDICTORS
+
+    points = collect("edf", [load_suite("id", "train", 0, e) for e in range(2)], EnvConfig())
+    index = np.arange(count) % len(points)
+    histories, targets = [points.history(int(i)) for i in index], points.target[index]
+    budgets, windows = points.window[index], points.deadline_window[index]
+    predictors = {row: PREDICTORS[row]() for row in rows}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    times: dict[str, list[float]] = {row: [] for row in rows}
+    try:
+        for predictor in predictors.values():  # warm-up: weights loaded, kernels touched
+            predictor.predict(histories, targets, budgets, windows=windows)
+        for _ in range(rounds):
+            for row, predictor in predictors.items():
+                start = time.perf_counter()
+                predictor.predict(histories, targets, budgets, windows=windows)
+                times[row].append(1e3 * (time.perf_counter() - start))
+    finally:
+        torch.set_num_threads(threads)
+    return {row: {"median_ms": float(np.median(t)), "min_ms": float(np.min(t)), "histories": count} for row, t in times.items()}
+
+
 def run(seconds: float, seed: int = 0) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     results, scale = {}, {}
@@ -340,7 +378,8 @@ def run(seconds: float, seed: int = 0) -> dict[str, Any]:
     table = cases(rng)
     paired = paired_ratios(table["minimal"][2](), {ratio: table[case][2]() for ratio, case in RATIOS.items()}, seconds * len(RATIOS))
     return {"cases": results, "scale": scale, **{ratio: paired[ratio]["median"] for ratio in RATIOS}, "ratio_spread": paired,
-            "compile": compile_seconds(), "memory": memory_per_env(), "reset_seeded_ms": 1e3 * measure_reset(), "decision_ms": decision_times()}
+            "compile": compile_seconds(), "memory": memory_per_env(), "reset_seeded_ms": 1e3 * measure_reset(), "decision_ms": decision_times(),
+            "predict_ms": predictor_times()}
 
 
 def _verdict(value: float, target: float, spread: dict[str, float] | None = None) -> str:
@@ -375,6 +414,11 @@ def summary(result: dict[str, Any]) -> str:
              f"PettingZoo reset(seed=s), a drawn workload: {result['reset_seeded_ms']:.2f} ms (median)", "",
              f"Per-step cost, µs per env-step (K = 4N, seeded workloads, vector env at B = {SCALE_BATCH}):", "",
              markdown_table(("N", "K", *views), [(n, k, *(cells.get(v, "") for v in views)) for (n, k), cells in scale_rows.items()]), "",
+             f"Predictors: one `predict` call on {PREDICT_BATCH:,} histories (EDF's decision points on the `id` suite), one torch thread, "
+             "alternating rounds (median; min):", "",
+             markdown_table(("predictor", "ms per call (median)", "ms (min)", f"target <= {PREDICT_TARGET_MS:.0f} ms"),
+                            [(row, f"{t['median_ms']:.1f}", f"{t['min_ms']:.1f}", "met" if t["median_ms"] <= PREDICT_TARGET_MS else "MISSED")
+                             for row, t in result.get("predict_ms", {}).items()]), "",
              "Decision time: `act` per step, B = 1, N = 4, K = 16, over one `id` episode, predictions included, one torch thread.", "",
              markdown_table(("agent", "decision ms (median)", "decision ms (mean)", "of which: policy / predictor features (median ms)"),
                             [(row, f"{t['median_ms']:.2f}", f"{t['mean_ms']:.2f}",

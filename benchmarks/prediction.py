@@ -43,7 +43,7 @@ import numpy as np
 from scipy.stats import rankdata
 
 from benchmarks import RESULTS_DIR, markdown_table, save_figure, write_atomic, write_results
-from benchmarks.decision_points import (BUCKET_LABELS, BUCKETS, CAP, PROBE_ROWS, PROBE_SEED, TRAIN_EPISODES, DecisionPoints,
+from benchmarks.decision_points import (BUCKET_LABELS, BUCKETS, CAP, PROBE_POLICIES, PROBE_ROWS, PROBE_SEED, TRAIN_EPISODES, DecisionPoints,
                                         bucket_of, collect, train_probes)
 from core_env.config import EnvConfig
 from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, load_suite, suite_meta
@@ -51,7 +51,7 @@ from mara_agents.predictors import PREDICTORS
 from mara_agents.protocols import REMAINING_DEMAND, Predictor
 
 #: The fixed policies whose rollouts give the decision points.
-POLICIES = ("edf", "edf-admission:oracle")
+POLICIES = PROBE_POLICIES
 #: Curve-aware rows, then the leak probes (permanent rows).
 PREDICTOR_ROWS = ("pfn", "fm", "wls", "dkf", "last_slope", "pow4", "mmf4", "oracle")
 ROWS = PREDICTOR_ROWS + PROBE_ROWS

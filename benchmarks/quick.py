@@ -97,7 +97,7 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
     main = next(iter(cases))
     bounds = {scenario: independent_feasibility_bounds(workloads) for scenario, (_, workloads, _) in cases.items()}
     for name in tqdm(agents, desc="quick", unit="agent", leave=False):
-        agent = make_agent(name, seed)
+        agent = make_agent(name, seed, task_set or "id")
         summary[name] = {}
         for scenario, (config, workloads, cells) in cases.items():
             stats = run_agent(agent, workloads, config)

@@ -40,7 +40,7 @@ from benchmarks import RESULTS_DIR, add_trace, figure_png, markdown_table, write
 from benchmarks.agents import is_external, trained_on, weights_id
 from benchmarks.ceiling_cells import MILP
 from benchmarks.cells import EPISODE_STATS, CellStore, run_cells
-from benchmarks.paper import BOUND, SuiteSpec, for_task_set, for_trace, rows_to_run, specs, summarize
+from benchmarks.paper import BOUND, PROBE_MARGIN, SuiteSpec, for_task_set, for_trace, rows_to_run, specs, summarize
 from core_env.config import EnvConfig
 from core_env.vector import DiscreteCoREVectorEnv
 from core_env.workload import load_suite
@@ -187,6 +187,14 @@ def tables(payload: dict[str, Any]) -> str:
                      f"({', '.join(sorted({d['teacher'] for d in diag.values() if 'teacher' in d}))}) is shown the same observation; "
                      "the first share counts the steps (with a task to serve) where both would serve the same set of slots, "
                      "the second the slots the learned agent serves that the teacher would serve too."]
+    margins = {c: m for c, m in payload.get("probe_margins", {}).items() if c in columns}
+    if margins:
+        text += ["", f"Leak-probe check: the best row that reads no loss value against the best curve-aware row (a task set measures "
+                 f"curve reading only where the margin is at least {PROBE_MARGIN:.0f} points):", "",
+                 markdown_table(("scenario", "best probe", "best curve-aware row", "margin, points", "measures curve reading"),
+                                [(c, f"{m['probe']} {m['probe_mean']:.1f}", f"{m['curve_aware']} {m['curve_aware_mean']:.1f}", f"{m['margin']:+.1f}",
+                                  "yes" if m["measures_curve_reading"] else "**no**: a probe that sees no curve comes within "
+                                  f"{PROBE_MARGIN:.0f} points") for c, m in margins.items()])]
     if payload["differences"]:
         text += ["", "Paired differences by evaluation root (percentage points; seeds averaged within a root; t-based 95% CI over roots; "
                  "exact sign-flip p; ★ = against the best row that neither learns nor knows the demand; ◆ = against the better leak probe):", "",

@@ -293,3 +293,20 @@ def test_a_teacher_free_row_loads_only_a_teacher_free_checkpoint_of_its_variant(
     with pytest.raises(ValueError, match="variant"):
         agents.make_agent("mara-sparse-pure", 0)
     assert agents.uses_fm("mara-pure") and not agents.available("mara-pure")  # seeds 1 and 2 are missing or refused
+
+
+def test_the_probe_margin_says_where_a_task_set_does_not_measure_curve_reading():
+    spec = SuiteSpec("paper", ("edf", "prior-edf", "lara:pfn", "clairvoyant", "milp"), (Scenario("id/train"), Scenario("vit_ood/train", "vit_ood")), roots=3)
+    rates = {("edf", "id"): 0.50, ("prior-edf", "id"): 0.55, ("lara:pfn", "id"): 0.62, ("clairvoyant", "id"): 0.90, ("milp", "id"): 0.95,
+             ("edf", "vit_ood"): 0.40, ("prior-edf", "vit_ood"): 0.47, ("lara:pfn", "vit_ood"): 0.50, ("clairvoyant", "vit_ood"): 0.90,
+             ("milp", "vit_ood"): 0.95}
+    results = [_result(row, r, v + 0.01 * r, task_set=task_set) for (row, task_set), v in rates.items() for r in range(3)]
+    margins = summarize(spec, results, spec.rows)["probe_margins"]
+    # clairvoyant and milp know the demand: the best curve-aware row is lara:pfn, never them
+    assert margins["id/train"]["probe"] == "prior-edf" and margins["id/train"]["curve_aware"] == "lara:pfn"
+    assert margins["id/train"]["margin"] == pytest.approx(7.0) and margins["id/train"]["measures_curve_reading"]
+    assert margins["vit_ood/train"]["margin"] == pytest.approx(3.0) and not margins["vit_ood/train"]["measures_curve_reading"]
+    text = report.tables({"table": summarize(spec, results, spec.rows)["table"], "bound": {}, "scenarios": ["id/train", "vit_ood/train"],
+                          "roots": 3, "command": "test", "commit": "x", "suite": "paper", "differences": [], "missing": [], "cells": 30,
+                          "wall_s": 0.0, "machine": {"cpus": 2, "processor": "x"}, "probe_margins": margins})
+    assert "| vit_ood/train | prior-edf 48.0 | lara:pfn 51.0 | +3.0 | **no**" in text

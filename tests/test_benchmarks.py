@@ -78,12 +78,23 @@ def test_masked_random_picks_only_allowed_actions():
 def test_agent_rows_build_every_quick_agent_and_refuse_unknown_ones():
     from benchmarks.agents import QUICK_ROWS, make_agent
 
-    agents = {row: make_agent(row) for row in QUICK_ROWS if not row.startswith("lara-fm")}
+    from benchmarks.agents import available
+
+    agents = {row: make_agent(row) for row in QUICK_ROWS if not row.startswith("lara-fm") and row != "prior-edf" and available(row)}
     assert agents["lara:oracle"].needs_oracle and not agents["lara"].needs_oracle
     with pytest.raises(ValueError, match="unknown agent row"):
         make_agent("edf:oracle")
     with pytest.raises(ValueError, match="unknown predictor"):
         make_agent("lara:nope")
+
+
+def test_predictor_times_time_each_predictor_on_the_same_histories_with_one_thread():
+    from benchmarks.perf import PREDICT_TARGET_MS, predictor_times
+
+    threads = torch.get_num_threads()
+    times = predictor_times(("pfn", "wls"), count=96, rounds=2)
+    assert set(times) == {"pfn", "wls"} and all(t["histories"] == 96 and 0 < t["min_ms"] <= t["median_ms"] for t in times.values())
+    assert torch.get_num_threads() == threads and PREDICT_TARGET_MS == 50.0
 
 
 def test_decision_times_cover_a_whole_episode():

@@ -55,7 +55,7 @@ from core_env.observation import parse_observation as parse_env_observation
 from mara_agents.functional import linear, norm
 
 #: Predictor feature sets a model can be trained on (None: env features only).
-PREDICTOR_CHOICES = ("fm", "wls", None)
+PREDICTOR_CHOICES = ("fm", "wls", "pfn", None)
 #: Predictor features per slot appended after the env observation.
 PREDICTOR_FEATURES = 3
 #: Inputs of a node token: node index, speed, idle last step, then the 3 global features.

@@ -6,7 +6,7 @@ Usage::
 
 Variants (:data:`VARIANTS`): ``mara`` (flow-matching predictor features, shaped reward), ``mara-wls``
 (WLS features, shaped), ``mara-sparse`` (FM features, sparse reward), ``mat`` (no predictor features,
-shaped). Rerunning the same command resumes from ``OUT/train_state.pt``.
+shaped), ``mara-pfn`` (PFN predictor features, shaped; issue 27). Rerunning the same command resumes from ``OUT/train_state.pt``.
 
 One iteration:
 
@@ -69,6 +69,7 @@ VARIANTS: dict[str, tuple[str | None, str]] = {
     "mara-wls": ("wls", "shaped"),
     "mara-sparse": ("fm", "sparse"),
     "mat": (None, "shaped"),
+    "mara-pfn": ("pfn", "shaped"),
 }
 STATE_FORMAT = "mara_agents.mat.train/1"
 STATE_FILE, METRICS_FILE = "train_state.pt", "metrics.jsonl"

@@ -1,4 +1,4 @@
-"""Train every shipped MAT checkpoint: 4 variants × 3 seeds, a few trainings side by side.
+"""Train every shipped MAT checkpoint: 5 variants × 3 seeds, a few trainings side by side.
 
 ``python -m mara_agents.mat.train_all [--minutes M] --parallel 2 [--runs DIR] [--variants ...] [--seeds ...]
 [-- extra ppo flags, e.g. --steps N]`` runs ``python -m mara_agents.mat.ppo`` for each (variant, seed) into
