@@ -62,7 +62,8 @@ CALIBRATION_BINS = 10
 #: The policy / bucket label of a pooled cell.
 ALL = "all"
 #: Every metric of a cell (each with a 95% CI).
-METRICS = ("mae", "censored", "brier", "ece", "auc", "feasible_share", "mae_within_cap", "mae_beyond_cap", "truth_beyond_cap")
+METRICS = ("mae", "censored", "brier", "ece", "auc", "feasible_share", "mae_within_cap", "mae_beyond_cap", "truth_beyond_cap",
+           "false_admit", "false_reject")
 #: Metrics with a paired difference to the best probe, and whether lower is better.
 COMPARED = {"mae": True, "brier": True, "auc": False}
 QUICK = dict(roots=1, episodes=1, max_points=300, resamples=50, train_episodes=2, timing_runs=1)
@@ -200,9 +201,11 @@ def cell_statistics(median: np.ndarray, p: np.ndarray, truth: np.ndarray, window
     ones = np.ones_like(truth)
     count = weights @ _per_episode(ones, episode, n_episodes)
     error = capped_error(median, truth)
+    admit = (np.ceil(median) <= window).astype(np.float64)  # EDF + admission's decision: the median fits the window
     mean = {name: _ratio(weights @ _per_episode(values, episode, n_episodes), count)
             for name, values in (("mae", error), ("censored", censored(median)),
-                                 ("brier", (p - feasible) ** 2), ("feasible_share", feasible))}
+                                 ("brier", (p - feasible) ** 2), ("feasible_share", feasible),
+                                 ("false_admit", admit * (1 - feasible)), ("false_reject", (1 - admit) * feasible))}
     beyond = truth >= CAP  # the truth is censored at the cap (never, or too far to matter)
     for name, part in (("mae_within_cap", ~beyond), ("mae_beyond_cap", beyond)):
         mean[name] = _ratio(weights @ _per_episode(np.where(part, error, 0.0), episode, n_episodes),
@@ -500,6 +503,9 @@ def table(result: dict[str, Any]) -> str:
              pooled_table(result), "**Capped MAE split by the truth** (pooled; truth ≥ cap: never reaches the target, or not within the cap)",
              split_table(result), "**Capped MAE by reports observed** (pooled over policies)", bucket_table(result, "mae", 1),
              "**AUC of feasibility by reports observed** (pooled over policies)", bucket_table(result, "auc", 3),
+             "**Admission errors by reports observed** (pooled over policies; the rule of `edf-admission`: admit when the "
+             "median fits the remaining window): share of all points admitted though infeasible (false admits)", bucket_table(result, "false_admit", 3),
+             "and share of all points rejected though feasible (false rejects)", bucket_table(result, "false_reject", 3),
              "**Per policy** (pooled over buckets)", policy_table(result)]
     if result["timing_s_per_1024"]:
         threads = f" (torch threads: {result['torch_threads']})" if result.get("torch_threads") else ""

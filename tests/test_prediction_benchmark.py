@@ -281,3 +281,11 @@ def test_a_failing_run_leaves_the_previous_json_intact(tiny_result, tmp_path, mo
         prediction.main(["--out", str(tmp_path)])
     assert (tmp_path / "prediction.json").read_text() == previous
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prediction.json"]  # no temporary file left behind
+
+
+def test_false_admits_and_rejects_are_the_admission_rules_two_errors():
+    # windows 10; medians: 4 (admit), 10 (admit: fits exactly), 10.5 (reject: rounded up), inf (reject)
+    median, window = np.array([4.0, 10.0, 10.5, np.inf]), np.full(4, 10)
+    truth = np.array([20.0, 3.0, 8.0, np.inf])  # infeasible, feasible, feasible, infeasible
+    stats = prediction.cell_statistics(median, np.full(4, 0.5), truth, window, np.zeros(4, np.int64), np.ones((1, 1)))
+    assert stats["false_admit"][0] == pytest.approx(1 / 4) and stats["false_reject"][0] == pytest.approx(1 / 4)
