@@ -7,7 +7,7 @@ the evaluation roots. This is the table that documents the choice of the trainin
 that on stress FIFO = EDF = 0 while clairvoyant reaches the ceiling. ``milp`` is the stored offline
 optimum (:mod:`benchmarks.ceilings`; unit speeds, slot limit relaxed); ``clairvoyant`` is a strong
 heuristic, not a bound; ``bound`` is the independent-feasibility relaxation (ignores contention);
-``window-edf`` is the leak probe (no curve values). The last column is EDF's distance to the ceiling,
+``window-edf``, ``target-edf`` and ``prior-edf`` are the leak probes (no curve values). The last column is EDF's distance to the ceiling,
 the gap a curve-aware scheduler has to close. ``--task-set BANK.npz [--roots R] [--episodes E]`` runs
 on a bank file of your own curves instead of the committed suites (every load, workloads drawn on its
 eval split by the suites' seeding scheme; the MILP solved per episode). Results go to ``OUT/calibration.json`` (default ``benchmarks/results``).
@@ -23,6 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from benchmarks import add_bank_selection, add_out, bank_or_task_sets, markdown_table, write_results
+from benchmarks.agents import make_agent
 from benchmarks.cells import bank_suite
 from benchmarks.quick import summarize
 from benchmarks.rollout import run_agent
@@ -30,16 +31,15 @@ from core_env.config import LOADS, EnvConfig
 from core_env.curves import is_bank_path
 from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, load_suite, stress_workload, suite_ceiling_rates, suite_cells, suite_meta
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
-from mara_agents.heuristics import HEURISTICS
 
-AGENTS = ("fifo", "edf", "window-edf", "target-edf", "clairvoyant")
+AGENTS = ("fifo", "edf", "window-edf", "target-edf", "prior-edf", "clairvoyant")
 COLUMNS = (*AGENTS, "milp", "bound")
 
 
 def _row(task_set: str, load: str, config: EnvConfig, workloads: list, cells: list, milp: np.ndarray) -> dict:
     row = {"task_set": task_set, "load": load}
-    for name in AGENTS:
-        row[name] = summarize(run_agent(HEURISTICS[name](), workloads, config)["completion_rate"], cells)
+    for name in AGENTS:  # prior-edf is fitted on the train workloads of the task set it plays (a bank file: its own)
+        row[name] = summarize(run_agent(make_agent(name, task_set=config.bank_path or config.task_set), workloads, config)["completion_rate"], cells)
     row["milp"] = summarize(milp, cells)
     row["bound"] = summarize(independent_feasibility_bounds(workloads), cells)
     return row
@@ -69,7 +69,7 @@ def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = 
 def table(rows: Sequence[dict]) -> str:
     body = [(r["task_set"], r["load"], *(f"{r[c]['mean']:.1f} ± {r[c]['sd']:.1f}" for c in COLUMNS), f"{r['milp']['mean'] - r['edf']['mean']:.1f}")
             for r in rows]
-    return markdown_table(("task set", "load", "FIFO", "EDF", "window-EDF (probe)", "target-EDF (probe)", "clairvoyant (heuristic)", "MILP ceiling",
+    return markdown_table(("task set", "load", "FIFO", "EDF", "window-EDF (probe)", "target-EDF (probe)", "prior-EDF (probe)", "clairvoyant (heuristic)", "MILP ceiling",
                            "independent-feasibility relaxation", "EDF → ceiling gap (points)"), body)
 
 
