@@ -5,8 +5,9 @@ runs quick, leakage, calibration, prediction, training, paper, stress, diagnosti
 scale and perf (every suite but ``ceilings``, which regenerates the stored optima) into
 ``DIR`` (default ``benchmarks/results``; cell-based suites resume from ``DIR/cells``), then — unless
 ``--no-publish`` — copies each suite's tables, JSON and figures to ``docs/results/`` and writes
-``docs/results.md`` with the command, the commit, the hardware and the wall times (the only suite that
-writes into the checkout, and only there).
+``docs/results.md`` with the command, the commit, the hardware and the wall times, and refreshes the
+generated blocks of the docs pages (:mod:`benchmarks.docs_blocks`) from what it published (the only
+suite that writes into the checkout, and only under docs/).
 """
 
 from __future__ import annotations
@@ -122,6 +123,10 @@ def publish(walls: dict[str, float], out: Path, command: str) -> Path:
     if "--cached-only" in command:
         intro += CACHED_NOTE
     write_atomic(PAGE, intro + "\n" + "\n".join(sections))
+    from benchmarks.docs_blocks import refresh
+
+    for page in refresh():
+        print(f"refreshed the generated blocks of {page}")
     return PAGE
 
 

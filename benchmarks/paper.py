@@ -60,6 +60,11 @@ DIFFERENCES = (("mara", "lara"), ("mara", "lara-fm"), ("mara", TEACHER), ("mara"
                ("lara-fm", "lara"),  # FM − WLS inside MAT (mara − mara-wls) and inside one heuristic (LARA)
                (PFN_TEACHER, TEACHER), ("lara:pfn", "lara-fm"), ("laira:pfn", "laira"),  # PFN − FM inside each rule (issue 27)
                ("mara-pfn", "mara"), ("mara-pfn", PFN_TEACHER))
+#: Rows built on the PFN predictor (issue 27) and their completion targets: (reference row, scenario, least
+#: mean difference in points, whether the 95% CI must lie above 0). "Not below the FM rule on id" is read
+#: strictly: a mean difference of at least 0.
+PFN_ROWS = (PFN_TEACHER, "lara:pfn", "laira:pfn", "mara-pfn")
+PFN_TARGETS = ((TEACHER, "average/train", 3.0, True), ("lara-fm", "vit_ood/train", 3.0, False), (TEACHER, "id/train", 0.0, False))
 #: Learned rows' training seeds on the heavier loads and the scale scenarios (a compute budget: the
 #: flow-matching features cost most where many tasks run; the training load uses all three seeds).
 HEAVY_SEEDS = (0,)
@@ -260,7 +265,24 @@ def summarize(spec: SuiteSpec, results: Sequence[dict[str, Any]], rows: Sequence
                 for key in AGREEMENT:
                     diagnostics[row][key] = float(np.mean([a[key] for a in agreed]))
     return {"table": table, "bound": bound, "gap_closed": gap_closed(values, rows, columns), "diagnostics": diagnostics,
-            "differences": differences(columns, values, rows, table, compare), "probe_margins": probe_margins(table, columns)}
+            "differences": differences(columns, values, rows, table, compare), "probe_margins": probe_margins(table, columns),
+            "pfn_targets": pfn_targets(values, rows)}
+
+
+def pfn_targets(values, rows: Sequence[str]) -> list[dict[str, Any]]:
+    """Each PFN row against each of :data:`PFN_TARGETS` where both rows ran: the paired difference by root
+    and whether the target is met. Every PFN row is listed: picking the best one on these roots would
+    favour it, so the page shows them all."""
+    out = []
+    for row in PFN_ROWS:
+        for reference, column, least, above_zero in PFN_TARGETS:
+            if row in rows and reference in rows:
+                a, b = paired_by_root(values, row, reference, column)
+                if a.size >= 2:
+                    d = paired_difference(a, b)
+                    out.append({"row": row, "reference": reference, "scenario": column, "least": least, "ci_above_zero": above_zero, **d,
+                                "met": bool(d["mean"] >= least and (not above_zero or d["ci_low"] > 0))})
+    return out
 
 
 def probe_margins(table: dict[str, dict[str, dict[str, Any]]], columns: Sequence[str]) -> dict[str, dict[str, Any]]:

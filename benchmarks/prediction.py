@@ -66,6 +66,12 @@ METRICS = ("mae", "censored", "brier", "ece", "auc", "feasible_share", "mae_with
            "false_admit", "false_reject")
 #: Metrics with a paired difference to the best probe, and whether lower is better.
 COMPARED = {"mae": True, "brier": True, "auc": False}
+#: Issue 27's targets for the transferable predictor, pooled over policies and buckets: Brier at most
+#: this share of the best curve-free row's and ECE at most this on the held-out task sets, AUC at least
+#: this on every task set.
+TARGET_PREDICTOR = "pfn"
+TARGET_BRIER_SHARE, TARGET_ECE, TARGET_AUC = 0.75, 0.05, 0.90
+HELD_OUT = ("rl_ood", "vit_ood")
 QUICK = dict(roots=1, episodes=1, max_points=300, resamples=50, train_episodes=2, timing_runs=1)
 
 
@@ -457,6 +463,33 @@ def pooled_table(result: dict[str, Any]) -> str:
                            "AUC − best probe"), body)
 
 
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def targets_table(result: dict[str, Any], rows: Sequence[str] = (TARGET_PREDICTOR, "fm")) -> str:
+    """Pooled Brier / ECE / AUC of ``rows`` per task set against issue 27's targets: Brier ≤ 0.75 × the best
+    curve-free row's (every probe, the fitted prior included) and ECE ≤ 0.05 on the held-out task sets, AUC
+    ≥ 0.90 everywhere; each cell says met or MISSED."""
+    pooled = {(c["task_set"], c["predictor"]): c for c in _cells(result, ALL, ALL)}
+    body = []
+    for task_set in result["task_sets"]:
+        probes = [pooled[(task_set, p)] for p in PROBE_ROWS if (task_set, p) in pooled]
+        best = min(probes, key=lambda c: c["brier"]) if probes else None
+        held_out = task_set in HELD_OUT
+        for row in rows:
+            c = pooled.get((task_set, row))
+            if c is None or best is None:
+                continue
+            share = c["brier"] / best["brier"]
+            body.append((task_set, row, f"{c['brier']:.3f}", f"{best['brier']:.3f} ({best['predictor']})",
+                         f"{share:.3f}" + (f" ({_verdict(share <= TARGET_BRIER_SHARE)})" if held_out else ""),
+                         f"{c['ece']:.3f}" + (f" ({_verdict(c['ece'] <= TARGET_ECE)})" if held_out else ""),
+                         f"{c['auc']:.3f} ({_verdict(c['auc'] >= TARGET_AUC)})"))
+    return markdown_table(("task set", "predictor", "Brier", "best curve-free Brier", f"Brier / best curve-free (target ≤ {TARGET_BRIER_SHARE} held out)",
+                           f"ECE (target ≤ {TARGET_ECE} held out)", f"AUC (target ≥ {TARGET_AUC})"), body)
+
+
 def split_table(result: dict[str, Any]) -> str:
     """Capped MAE on the points whose truth is below the cap and on those at or beyond it (pooled)."""
     body = [(c["task_set"], c["predictor"], f"{100 * c['truth_beyond_cap']:.0f}", _ci(c["mae_within_cap"], c["mae_within_cap_ci"], 1),
@@ -499,7 +532,8 @@ def table(result: dict[str, Any]) -> str:
              f"per task set; {cap}; capped MAE with cap {result['cap']} node-steps; 95% CIs from {result['resamples']} bootstrap "
              f"resamples of episodes (paired across predictors). Probes fitted on {result['train_episodes']} seeded train workloads "
              f"per task set. Seed {result['seed']}.")
-    parts = [intro, "**Points**", counts_table(result), "**Pooled over policies and buckets** (differences: row − best probe, paired)",
+    parts = [intro, "**Targets of the transferable predictor** (pooled over policies and buckets)", targets_table(result),
+             "**Points**", counts_table(result), "**Pooled over policies and buckets** (differences: row − best probe, paired)",
              pooled_table(result), "**Capped MAE split by the truth** (pooled; truth ≥ cap: never reaches the target, or not within the cap)",
              split_table(result), "**Capped MAE by reports observed** (pooled over policies)", bucket_table(result, "mae", 1),
              "**AUC of feasibility by reports observed** (pooled over policies)", bucket_table(result, "auc", 3),

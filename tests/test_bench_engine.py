@@ -310,3 +310,26 @@ def test_the_probe_margin_says_where_a_task_set_does_not_measure_curve_reading()
                           "roots": 3, "command": "test", "commit": "x", "suite": "paper", "differences": [], "missing": [], "cells": 30,
                           "wall_s": 0.0, "machine": {"cpus": 2, "processor": "x"}, "probe_margins": margins})
     assert "| vit_ood/train | prior-edf 48.0 | lara:pfn 51.0 | +3.0 | **no**" in text
+
+
+def test_pfn_targets_pair_each_pfn_row_with_each_reference_and_say_which_are_met():
+    from benchmarks.paper import PFN_TEACHER, TEACHER, TASK_SETS
+
+    scenarios = tuple(Scenario(f"{t}/train", t) for t in TASK_SETS)
+    spec = SuiteSpec("paper", (TEACHER, "lara-fm", PFN_TEACHER, "lara:pfn"), scenarios, roots=4)
+    noise = (0.0, 0.004, -0.003, 0.001)  # per root, shared by the rows: the paired differences are exact
+    base = {"id": 0.60, "rl_ood": 0.70, "vit_ood": 0.45}
+    shift = {TEACHER: 0.0, "lara-fm": 0.01, PFN_TEACHER: 0.05, "lara:pfn": -0.01}
+    results = [_result(row, r, base[t] + shift[row] + noise[r] + (0.02 if (row == PFN_TEACHER and t == "id") else 0.0), task_set=t)
+               for row in spec.rows for t in TASK_SETS for r in range(4)]
+    payload = summarize(spec, results, spec.rows)
+    targets = {(t["row"], t["reference"], t["scenario"]): t for t in payload["pfn_targets"]}
+    assert set(targets) == {(row, ref, col) for row in (PFN_TEACHER, "lara:pfn")
+                            for ref, col in ((TEACHER, "average/train"), ("lara-fm", "vit_ood/train"), (TEACHER, "id/train"))}
+    teacher_avg = targets[(PFN_TEACHER, TEACHER, "average/train")]
+    assert teacher_avg["mean"] == pytest.approx(100 * (0.05 + 0.02 / 3)) and teacher_avg["met"]
+    assert targets[(PFN_TEACHER, "lara-fm", "vit_ood/train")]["mean"] == pytest.approx(4.0) and targets[(PFN_TEACHER, "lara-fm", "vit_ood/train")]["met"]
+    assert not targets[("lara:pfn", TEACHER, "id/train")]["met"]  # −1 point: below the FM rule on id
+    assert not targets[("lara:pfn", TEACHER, "average/train")]["met"]
+    text = report.pfn_targets_table(payload)
+    assert f"| lara:pfn − {TEACHER} | id/train | -1.0 |" in text and "MISSED" in text and "≥ +3, CI above 0" in text

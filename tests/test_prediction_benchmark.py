@@ -289,3 +289,19 @@ def test_false_admits_and_rejects_are_the_admission_rules_two_errors():
     truth = np.array([20.0, 3.0, 8.0, np.inf])  # infeasible, feasible, feasible, infeasible
     stats = prediction.cell_statistics(median, np.full(4, 0.5), truth, window, np.zeros(4, np.int64), np.ones((1, 1)))
     assert stats["false_admit"][0] == pytest.approx(1 / 4) and stats["false_reject"][0] == pytest.approx(1 / 4)
+
+
+def test_targets_table_compares_with_the_best_curve_free_row_and_marks_misses():
+    def cell(task_set, predictor, brier, ece, auc):
+        return dict(task_set=task_set, policy=prediction.ALL, bucket=prediction.ALL, predictor=predictor, brier=brier, ece=ece, auc=auc)
+
+    result = {"task_sets": ["id", "rl_ood"], "cells": [
+        cell("id", "pfn", 0.10, 0.20, 0.95), cell("id", "probe: window-only", 0.20, 0.01, 0.7),
+        cell("rl_ood", "pfn", 0.151, 0.04, 0.91), cell("rl_ood", "probe: window-only", 0.30, 0.01, 0.7),
+        cell("rl_ood", "probe: prior", 0.20, 0.02, 0.8),  # the best curve-free row: 0.151 / 0.20 = 0.755 > 0.75
+        cell("rl_ood", "fm", 0.10, 0.06, 0.89)]}
+    lines = prediction.targets_table(result).splitlines()[2:]
+    assert lines[0] == "| id | pfn | 0.100 | 0.200 (probe: window-only) | 0.500 | 0.200 | 0.950 (met) |"  # ECE target: held-out sets only
+    assert lines[1] == "| rl_ood | pfn | 0.151 | 0.200 (probe: prior) | 0.755 (MISSED) | 0.040 (met) | 0.910 (met) |"
+    assert lines[2] == "| rl_ood | fm | 0.100 | 0.200 (probe: prior) | 0.500 (met) | 0.060 (MISSED) | 0.890 (MISSED) |"
+    assert len(lines) == 3  # no fm cell on id: no row

@@ -165,6 +165,16 @@ def inference_ms(predictor: PFNPredictor, examples: Examples, count: int = 1024,
     return 1000.0 * float(np.median(times))
 
 
+def validation_table(manifest: dict[str, Any]) -> str:
+    """The manifest's selection metrics as Markdown: per validation set (held-out prior families, ``id``
+    validation curves) and row, capped MAE, Brier, ECE and AUC (docs/prediction.md quotes this table)."""
+    lines = ["| validation set | predictor | capped MAE | Brier | ECE | AUC |", "|---|---|---|---|---|---|"]
+    for name, rows in manifest["validation"].items():
+        for row, m in rows.items():
+            lines.append(f"| {name} | {row} | {m['capped_mae']:.1f} | {m['brier']:.3f} | {m['ece']:.3f} | {m['auc']:.3f} |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mara_agents.predictors.train_pfn", description=__doc__.split("\n")[0])
     parser.add_argument("--families", type=int, default=800, help="prior families that train (default 800)")

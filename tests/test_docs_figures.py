@@ -1,0 +1,49 @@
+"""Figures quoted in the docs come from the files the benchmarks write (docs/results/ and the manifests).
+
+docs/results.md is written by ``python -m benchmarks all`` from the suites' outputs; the generated blocks of
+the other pages (:mod:`benchmarks.docs_blocks`) are refreshed by the same command. These tests fail when a
+page and the committed outputs disagree: rerun ``python -m benchmarks all`` (or, after editing a page's
+text only, ``python -c "from benchmarks.docs_blocks import refresh; refresh()"``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import docs_blocks
+from benchmarks.everything import CELL_SUITES, DOCS_RESULTS, PAGE
+
+
+def _results_page() -> str:
+    return PAGE.read_text()
+
+
+@pytest.mark.parametrize(("page", "name"), sorted(docs_blocks.BLOCKS))
+def test_every_generated_block_matches_the_published_files(page, name):
+    text = (docs_blocks.DOCS / page).read_text()
+    assert docs_blocks.block(text, name) == docs_blocks.expected()[(page, name)], f"docs/{page} block {name!r} is stale"
+
+
+def test_results_page_quotes_every_published_suite_table():
+    from benchmarks.prediction import table as prediction_table
+    from benchmarks.quick import table as quick_table
+
+    page = _results_page()
+    quick = json.loads((DOCS_RESULTS / "quick.json").read_text())
+    assert quick_table(quick["summary"], quick["roots"]).strip() in page
+    assert prediction_table(json.loads((DOCS_RESULTS / "prediction.json").read_text())).strip() in page
+    for suite in ("training", *CELL_SUITES):
+        published = DOCS_RESULTS / suite / f"{suite}.md"
+        assert published.exists(), f"{published} is missing"
+        assert published.read_text().strip() in page, f"docs/results.md does not quote {published}"
+
+
+def test_block_markers_are_required_exactly_once():
+    with pytest.raises(ValueError, match="found 0"):
+        docs_blocks.block("no markers here", "prediction-targets")
+    twice = "<!-- begin generated: x -->\na\n<!-- end generated: x -->\n" * 2
+    with pytest.raises(ValueError, match="found 2"):
+        docs_blocks.block(twice, "x")
+    assert docs_blocks.block("<!-- begin generated: x -->\na\nb\n<!-- end generated: x -->", "x") == "a\nb"
