@@ -1,0 +1,106 @@
+"""The K-slot ceiling: exact against an exhaustive search through the simulator where the slots bind, and
+its schedule achieves its value when replayed in the env."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from test_ceilings import unit_tasks
+
+from core_env.config import EnvConfig
+from core_env.sim import Simulator
+from core_env.workload import Workload
+from mara_agents.bounds import milp_ceiling
+from mara_agents.slot_ceiling import replay, slot_ceiling
+
+
+def exhaustive(workload: Workload, n_nodes: int, n_slots: int) -> int:
+    """Most completions over every action sequence, each played through the simulator itself (states met
+    twice, same step and same slot contents and progress, are expanded once). Tiny instances only."""
+    config = EnvConfig(n_nodes=n_nodes, n_slots=n_slots, arrival_steps=workload.arrival_steps, max_cycles=int(workload.deadline.max()) + 1)
+
+    def play(prefix: tuple) -> Simulator:
+        sim = Simulator(config)
+        sim.reset([workload])
+        for actions in prefix:
+            sim.step(np.array([actions], np.int64))
+        return sim
+
+    best: dict[tuple, int] = {}
+
+    def search(prefix: tuple) -> int:
+        sim = play(prefix)
+        done_now = int(sim.stats["completed"][0])
+        if sim.done[0]:
+            return done_now
+        key = (int(sim.t[0]), tuple(sim.task[0].tolist()), tuple(sim.steps[0].tolist()), tuple(sim.active[0].tolist()))
+        if key not in best:
+            live = [k + 1 for k in np.flatnonzero(sim.active[0])]
+            choices = set()
+            for size in range(min(n_nodes, len(live)) + 1):
+                for chosen in itertools.combinations(live, size):
+                    choices.add(tuple(chosen) + (0,) * (n_nodes - size))
+            best[key] = max(search(prefix + (c,)) for c in sorted(choices)) - done_now
+        return done_now + best[key]
+
+    return search(())
+
+
+def test_the_slot_limit_turns_away_arrivals_and_the_ceiling_follows():
+    # one node; all four arrive at 0. L needs 3 steps before 3, S1..S3 one step each before 4.
+    workload = unit_tasks((0, 3, 3), (0, 4, 1), (0, 4, 1), (0, 4, 1))
+    # K = 1: L takes the only slot, the rest are rejected; K = 2: L and S1 (both finish); K = 4: the three S
+    for n_slots, expected in ((1, 1), (2, 2), (4, 3)):
+        ceiling = slot_ceiling(workload, 1, n_slots)
+        assert ceiling.completed == expected and ceiling.gap == 0
+        assert replay(workload, ceiling.schedule, 1, n_slots)["completed"] == expected
+    assert milp_ceiling(workload, 1).completed == 3  # the slot-relaxed MILP is only an upper bound at K < 4
+
+
+def test_an_optimal_schedule_can_hold_a_slot_to_turn_away_a_hopeless_task():
+    # K = 1, one node. A (needs 2, window [0, 4)) and then H at 2, which can never finish (needs 5 in a
+    # window of 3), and C at 3 (needs 1 by 5). Finishing A at step 1 frees the slot for H, which blocks C:
+    # 1 completion. Serving A at steps 0 and 2 keeps the slot full when H arrives, so H is rejected,
+    # and A's slot is free for C at 3: 2 completions. The MILP must find the second.
+    workload = unit_tasks((0, 4, 2), (2, 5, 5), (3, 5, 1))
+    ceiling = slot_ceiling(workload, 1, 1)
+    assert ceiling.completed == 2 == exhaustive(workload, 1, 1)
+    played = replay(workload, ceiling.schedule, 1, 1)
+    assert played["completed"] == 2 and played["rejected"] == 1
+
+
+def test_slot_ceiling_equals_exhaustive_search_through_the_simulator():
+    binding = 0
+    for seed in range(24):
+        rng = np.random.default_rng([28, seed])
+        n_nodes, n_slots = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+        tasks = []
+        for _ in range(int(rng.integers(4, 8))):
+            a = int(rng.integers(0, 5))
+            tasks.append((a, a + int(rng.integers(1, 6)), int(rng.integers(1, 5))))
+        tasks.sort(key=lambda t: t[0])
+        workload = unit_tasks(*tasks)
+        ceiling = slot_ceiling(workload, n_nodes, n_slots)
+        assert ceiling.gap == 0
+        assert ceiling.completed == exhaustive(workload, n_nodes, n_slots), (seed, tasks, n_nodes, n_slots)
+        assert replay(workload, ceiling.schedule, n_nodes, n_slots)["completed"] == ceiling.completed
+        relaxed = milp_ceiling(workload, n_nodes).completed
+        assert ceiling.completed <= relaxed
+        binding += ceiling.completed < relaxed
+    assert binding >= 8  # the slot limit binds in many of these instances (14 of 24 when written)
+
+
+def test_replay_refuses_a_schedule_the_env_cannot_play():
+    workload = unit_tasks((0, 3, 1), (0, 3, 1))
+    with pytest.raises(ValueError, match="task 1 at step 0, but it holds no slot"):
+        replay(workload, np.array([[0, 1]]), 1, 1)  # K = 1: task 1 was rejected
+    with pytest.raises(ValueError, match="more than 1 nodes"):
+        replay(workload, np.array([[0, 0], [0, 1]]), 1, 2)
+
+
+@pytest.mark.parametrize(("nodes", "slots", "message"), [(0, 1, "n_nodes"), (1, 0, "n_slots"), (1, True, "n_slots"), (1.5, 2, "n_nodes")])
+def test_bad_counts_raise(nodes, slots, message):
+    with pytest.raises(ValueError, match=message):
+        slot_ceiling(unit_tasks((0, 2, 1)), nodes, slots)
