@@ -1,4 +1,4 @@
-"""Generated blocks of the docs pages: figures quoted in docs/*.md come from the files the benchmarks write.
+"""Generated blocks of the docs pages: figures quoted in README.md and docs/*.md come from the files the benchmarks write.
 
 A page marks a block as
 
@@ -22,8 +22,7 @@ from pathlib import Path
 from benchmarks import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs"
-RESULTS = DOCS / "results"
+RESULTS = ROOT / "docs" / "results"
 
 
 def _json(path: Path) -> dict:
@@ -49,11 +48,30 @@ def _completion_targets() -> str:
     return pfn_targets_table(_json(RESULTS / "paper" / "paper.json")).strip()
 
 
-#: (page under docs/, block name) -> the function that computes its content from the published files.
+def _quick_table() -> str:
+    from benchmarks.quick import table
+
+    saved = _json(RESULTS / "quick.json")
+    return table(saved["summary"], saved["roots"]).strip()
+
+
+def _suite_table(name: str) -> Callable[[], str]:
+    def make() -> str:
+        import importlib
+
+        return importlib.import_module(f"benchmarks.{name}").table(_json(RESULTS / f"{name}.json")["rows"]).strip()
+
+    return make
+
+
+#: (page, relative to the repository root; block name) -> the function that computes its content from the published files.
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
-    ("prediction.md", "pfn-validation"): _pfn_validation,
-    ("prediction.md", "prediction-targets"): _prediction_targets,
-    ("prediction.md", "completion-targets"): _completion_targets,
+    ("README.md", "quick-table"): _quick_table,
+    ("docs/curves.md", "calibration-table"): _suite_table("calibration"),
+    ("docs/curves.md", "leakage-table"): _suite_table("leakage"),
+    ("docs/prediction.md", "pfn-validation"): _pfn_validation,
+    ("docs/prediction.md", "prediction-targets"): _prediction_targets,
+    ("docs/prediction.md", "completion-targets"): _completion_targets,
 }
 
 
@@ -79,11 +97,11 @@ def expected() -> dict[tuple[str, str], str]:
     return {key: make() for key, make in BLOCKS.items()}
 
 
-def refresh(docs: Path = DOCS) -> list[Path]:
+def refresh(root: Path = ROOT) -> list[Path]:
     """Rewrite every block from the published files; returns the pages changed."""
     changed = []
     for (page, name), content in expected().items():
-        path = docs / page
+        path = root / page
         text = path.read_text()
         block(text, name)  # exactly one block, or a clear error
         new = _pattern(name).sub(lambda m: m.group(1) + content + "\n" + m.group(3), text)

@@ -11,7 +11,8 @@ third-party) row is also compared with the best row that neither learns nor know
 
 Every completion table carries the ``milp`` ceiling row (:mod:`benchmarks.ceiling_cells`; not run where
 node speeds or a switching cost make it inexact), the ``window-edf`` leak probe, and the share of the
-EDF → ceiling gap each row closes, (row − EDF) / (milp − EDF).
+EDF → upper-bound gap each row closes, (row − EDF) / (milp − EDF); ``milp`` drops the K-slot limit, so it
+is an upper bound on the env's optimum, not the optimum (issue 28).
 
 Learned rows (MARA and its variants) need their shipped checkpoints; a row whose checkpoint is missing
 is left out and listed under ``missing`` in the outputs rather than failing the suite.

@@ -1,12 +1,12 @@
 """quick: heuristics and learning-aware allocators on the `id` evaluation suite at the training load and on the stress scenario.
 
 Completion on id/train is the mean ± sd over the evaluation roots of each root's mean over its
-episodes. Two ceiling rows close the table: the MILP offline optimum (stored with the suites; unit
-speeds, slot limit relaxed) and the independent-feasibility relaxation (ignores contention), summarised
+episodes. Two upper-bound rows close the table: the MILP offline optimum with the K-slot limit dropped
+(stored with the suites; unit speeds; above the env's own optimum, issue 28) and the independent-feasibility relaxation (ignores contention), summarised
 the same way. ``clairvoyant`` and the ``:oracle`` rows know the hidden demand: strong heuristics, not
 bounds. ``window-edf`` is a leak probe (no curve values). Learned rows run the shipped checkpoints,
 labelled with the environment version they were trained on. The last column is the share of the EDF →
-ceiling gap a row closes on id/train, 100 · (row − EDF) / (MILP − EDF). ``--rows`` chooses the rows
+upper-bound gap a row closes on id/train, 100 · (row − EDF) / (MILP − EDF). ``--rows`` chooses the rows
 (shipped or third-party ``module.path:attr``; default: every row of :data:`AGENTS`). ``--task-set BANK.npz`` replaces id/train
 with ``NAME/train`` on a bank file of your own curves (eval split, drawn by the suites' seeding scheme:
 the episodes of ``python -m core_env.suites generate --task-set BANK.npz``; the MILP is solved per episode).
@@ -38,7 +38,7 @@ from benchmarks.agents import QUICK_ROWS, make_agent
 
 AGENTS = QUICK_ROWS
 BOUND = "independent-feasibility relaxation"
-MILP = "MILP ceiling"
+MILP = "slot-relaxed MILP (upper bound)"
 EPISODE_COLUMNS = ("completion_rate", "completed", "arrived", "failed", "rejected", "node_utilization", "wasted_node_steps", "conflicts", "invalid_actions")
 
 
@@ -89,7 +89,7 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
 
     Returns:
         ``{"summary": {row: {scenario: {"mean", "sd"}}}, "episodes": [per-episode records]}`` with a row
-        per agent plus the MILP ceiling and the independent-feasibility relaxation; completion in %.
+        per agent plus the slot-relaxed MILP and the independent-feasibility relaxation; completion in %.
     """
     summary: dict[str, dict[str, dict[str, float]]] = {}
     records: list[dict[str, Any]] = []
@@ -127,7 +127,7 @@ def table(summary: dict[str, dict[str, dict[str, float]]], roots: int) -> str:
     rows = [(row_label(row) if row not in (MILP, BOUND) else row, f"{cells[main]['mean']:.1f} ± {cells[main]['sd']:.1f}",
              f"{cells['stress']['mean']:.1f}", closed(cells)) for row, cells in summary.items()]
     return markdown_table(("agent", f"{main} completion % (mean ± sd, {roots} roots)", "stress completion %",
-                           f"EDF → MILP gap closed on {main}, %"), rows)
+                           f"EDF → slot-relaxed MILP gap closed on {main}, %"), rows)
 
 
 def main(argv: Sequence[str] = ()) -> int:

@@ -210,7 +210,8 @@ scores 17–23 points more than the probe. `python -m benchmarks leakage` prints
 docs/curves.md).
 
 **Ceilings.** `mara_agents.bounds.milp_ceiling` solves the offline optimum of a workload exactly as a
-MILP (scipy's HiGHS; unit-speed nodes, slot limit relaxed, so it bounds every K). It is a property of
+MILP (scipy's HiGHS; unit-speed nodes, slot limit relaxed, so it bounds every K from above; where the
+K slots fill, the env's own optimum is lower: `mara_agents.slot_ceiling`, issue 28). It is a property of
 the workload: it was solved once per committed episode and stored with the suites
 (`core_env/data/suites/ceilings.json`, keyed by each suite file's sha256; `python -m benchmarks
 ceilings` recomputes it, resumably). `clairvoyant` (EDF among the tasks that can still finish, knowing
@@ -253,7 +254,7 @@ env.config.bank("eval")    # CurveBank of a split ("train", "eval", "all"); bank
 - Benchmarks: `python -m benchmarks paper --task-set BANK.npz` (any cell-based suite but `stress`) runs
   the suite's rows on `NAME/train` and, where the suite has them, the heavier loads `NAME/x1.25` …
   `NAME/x2`; episodes are drawn on the eval split by the suites' seeding scheme, so root r episode e is
-  episode (r, e) of `python -m core_env.suites generate --task-set BANK.npz`. The `milp` ceiling is
+  episode (r, e) of `python -m core_env.suites generate --task-set BANK.npz`. The `milp` upper bound is
   solved per cell (there are no stored optima for your bank). Cell keys include the bank file's sha256,
   and the results JSON records the bank (`banks`: path, sha256) and each scenario's `recipe`.
   `python -m benchmarks quick --task-set BANK.npz` replaces id/train with `NAME/train` the same way.
@@ -333,7 +334,7 @@ still `{"observation", "action_mask"}`, and the reshaping wrappers go last, e.g.
 | episode | one workload: arrivals over `arrival_steps` steps, then the drain until no task is active |
 | scenario | a benchmark column: task set, load and env overrides (e.g. `id/train`, `rl_ood/x2`, `id, N=8`, `my_runs/train`) |
 | demand | the hidden node-steps a task needs to reach its target (inf if never); windows are observed, demands are not |
-| ceiling (`milp`) | the offline optimum of an episode (MILP); the independent-feasibility bound is a looser relaxation |
+| upper bound (`milp`) | the offline optimum of an episode with the K-slot limit dropped (MILP); the independent-feasibility bound is a looser relaxation |
 
 ## Gymnasium view
 
@@ -447,7 +448,7 @@ are short; replaying suite or pre-drawn workloads avoids it.
 
 ## Version history
 
-- **v1 (2026-12)**: workloads that hide each task's demand, loads per node, an exact ceiling.
+- **v1 (2026-12)**: workloads that hide each task's demand, loads per node, a MILP upper bound (slot limit relaxed).
   - *Why.* v0 set each deadline to `arrival + ceil(slack · n*)` from the task's **hidden demand** n*, and
     solved batches per step so that every learner's demand landed on a drawn nominal value in [6, 40].
     The deadline window, which every agent observes (age + steps to deadline), gave the demand away:

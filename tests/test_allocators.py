@@ -98,6 +98,25 @@ def test_admission_rejects_a_task_that_cannot_finish():
     assert served_slots(EDF(), workload, config, 3) == [[0]] * 3
 
 
+def test_admit_pct_admits_on_the_predicted_probability_of_fitting():
+    from types import SimpleNamespace
+
+    from mara_agents.allocators import Estimates, make_allocator
+    from mara_agents.allocators.admission import predicted_feasible
+
+    # four active tasks, all with 3 reports: medians fit for the first two; P(fit) 0.9, 0.55, 0.45, 0.2
+    tasks = SimpleNamespace(active=np.ones((1, 4), bool), steps=np.full((1, 4), 3), budget=np.full((1, 4), 10))
+    estimates = Estimates(tasks, np.array([[4.0, 9.0, 11.0, np.inf]]), np.array([[0.9, 0.55, 0.45, 0.2]]), 1)
+    assert predicted_feasible(estimates, 1).tolist() == [[True, True, False, False]]  # the median rule
+    assert predicted_feasible(estimates, 1, admit_pct=60).tolist() == [[True, False, False, False]]
+    assert predicted_feasible(estimates, 1, admit_pct=20).tolist() == [[True, True, True, True]]
+    assert predicted_feasible(estimates, 4, admit_pct=60).tolist() == [[True] * 4]  # warm-up: too few reports
+    assert make_allocator("edf-admission:pfn,min_reports=1,admit_pct=70") is not None
+    for bad in ("admit_pct=0", "admit_pct=101"):
+        with pytest.raises(ValueError, match="admit_pct must be an int percentage"):
+            make_allocator(f"edf-admission:wls,{bad}")
+
+
 # ---------------------------------------------------------------------------------------------- orderings
 def test_llf_serves_the_least_laxity_first():
     # slot 0: due at 10, needs 8 (laxity 2); slot 1: due at 6, needs 2 (laxity 4): EDF would take slot 1

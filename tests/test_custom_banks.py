@@ -238,7 +238,7 @@ def test_the_paper_suite_runs_on_a_bank_file_from_the_command_line(bank, tmp_pat
     run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     table = (tmp_path / "out" / "paper" / "paper.md").read_text()
-    assert "| agent | my_runs/train |" in table and "\n| edf |" in table and "\n| milp (offline optimum, ceiling) |" in table
+    assert "| agent | my_runs/train |" in table and "\n| edf |" in table and "\n| milp (slot-relaxed optimum: upper bound) |" in table
     payload = json.loads((tmp_path / "out" / "paper" / "paper.json").read_text())
     assert payload["banks"] == {"my_runs": {"path": str(bank.resolve()), "sha256": bank_file(bank).sha256}}
     assert payload["recipe"]["my_runs/train"] == DEFAULT_RECIPE.as_dict() and payload["suite_sha256"] == {}
@@ -281,7 +281,7 @@ def test_the_paper_suite_replays_a_trace_on_a_bank_file_from_the_command_line(ba
     run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     table = (tmp_path / "out" / "paper" / "paper.md").read_text()
-    assert "| agent | jobs/my_runs |" in table and "\n| edf |" in table and "\n| milp (offline optimum, ceiling) |" in table
+    assert "| agent | jobs/my_runs |" in table and "\n| edf |" in table and "\n| milp (slot-relaxed optimum: upper bound) |" in table
     payload = json.loads((tmp_path / "out" / "paper" / "paper.json").read_text())
     sha = hashlib.sha256(trace.read_bytes()).hexdigest()
     assert payload["traces"] == {"jobs/my_runs": {"path": str(trace.resolve()), "sha256": sha, "layout": "generic", "step_seconds": None,

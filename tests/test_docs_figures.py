@@ -1,4 +1,4 @@
-"""Figures quoted in the docs come from the files the benchmarks write (docs/results/ and the manifests).
+"""Figures quoted in README.md and the docs come from the files the benchmarks write (docs/results/ and the manifests).
 
 docs/results.md is written by ``python -m benchmarks all`` from the suites' outputs; the generated blocks of
 the other pages (:mod:`benchmarks.docs_blocks`) are refreshed by the same command. These tests fail when a
@@ -22,8 +22,8 @@ def _results_page() -> str:
 
 @pytest.mark.parametrize(("page", "name"), sorted(docs_blocks.BLOCKS))
 def test_every_generated_block_matches_the_published_files(page, name):
-    text = (docs_blocks.DOCS / page).read_text()
-    assert docs_blocks.block(text, name) == docs_blocks.expected()[(page, name)], f"docs/{page} block {name!r} is stale"
+    text = (docs_blocks.ROOT / page).read_text()
+    assert docs_blocks.block(text, name) == docs_blocks.expected()[(page, name)], f"{page} block {name!r} is stale"
 
 
 def test_results_page_quotes_every_published_suite_table():

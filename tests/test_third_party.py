@@ -133,4 +133,4 @@ def test_quick_writes_only_under_out(tmp_path):
     assert payload["env_version"] == "discrete_core_v1" and "window-edf" in payload["summary"] and payload["roots"] == 2
     assert payload["summary"]["my_agents:make"]["id/train"]["mean"] == 0.0
     assert (tmp_path / "quick.csv").stat().st_size > 0
-    assert np.isfinite(payload["summary"]["MILP ceiling"]["id/train"]["mean"])
+    assert np.isfinite(payload["summary"]["slot-relaxed MILP (upper bound)"]["id/train"]["mean"])

@@ -15,9 +15,14 @@ import numpy as np
 from mara_agents.allocators.base import Estimates
 
 
-def predicted_feasible(estimates: Estimates, min_reports: int = 1) -> np.ndarray:
-    """(B, K) bool active tasks that are predicted to fit their budget or have < ``min_reports`` reports."""
-    return estimates.active & ((estimates.steps < min_reports) | estimates.feasible)
+def predicted_feasible(estimates: Estimates, min_reports: int = 1, admit_pct: int | None = None) -> np.ndarray:
+    """(B, K) bool active tasks that are predicted to fit their budget or have < ``min_reports`` reports.
+
+    Predicted to fit: the median demand fits the budget (default), or, with ``admit_pct``, the predicted
+    probability that the demand fits is at least ``admit_pct`` / 100 (a stricter rule above 50 trades
+    false admits for false rejects)."""
+    fits = estimates.feasible if admit_pct is None else estimates.active & (estimates.p_within_budget >= admit_pct / 100.0)
+    return estimates.active & ((estimates.steps < min_reports) | fits)
 
 
 def schedulable(demand: np.ndarray, budget: np.ndarray, admitted: np.ndarray, n_nodes: int | np.ndarray) -> np.ndarray:

@@ -50,12 +50,16 @@ class EDFAdmission(OrderedAllocator):
         min_reports: reports a task needs before its prediction can turn it away (default: 8, chosen on
             training workloads for WLS; 0 for oracle predictors, whose demand needs no warm-up).
         demote: serve turned-away tasks on spare nodes (default) rather than dropping them.
+        admit_pct: admit a task only while its predicted P(demand fits the budget) is at least this many
+            percent (1–100); default None: while the median demand fits (ElasticFlow's rule).
     """
 
-    def __init__(self, predictor: Predictor, min_reports: int | None = None, demote: bool = True) -> None:
+    def __init__(self, predictor: Predictor, min_reports: int | None = None, demote: bool = True, admit_pct: int | None = None) -> None:
         if min_reports is None:
             min_reports = 0 if predictor.needs_oracle else 8
-        super().__init__(predictor, by_deadline, lambda e: predicted_feasible(e, min_reports), demote)
+        if admit_pct is not None and (isinstance(admit_pct, bool) or not isinstance(admit_pct, (int, np.integer)) or not 1 <= admit_pct <= 100):
+            raise ValueError(f"admit_pct must be an int percentage in [1, 100] or None, got {admit_pct!r}")
+        super().__init__(predictor, by_deadline, lambda e: predicted_feasible(e, min_reports, admit_pct), demote)
 
 
 class LLF(OrderedAllocator):
