@@ -47,3 +47,20 @@ def test_block_markers_are_required_exactly_once():
     with pytest.raises(ValueError, match="found 2"):
         docs_blocks.block(twice, "x")
     assert docs_blocks.block("<!-- begin generated: x -->\na\nb\n<!-- end generated: x -->", "x") == "a\nb"
+
+
+def test_the_prediction_page_reading_of_admission_errors_holds_in_the_published_table_1():
+    # docs/prediction.md, "Where the gap lies": pfn false-admits more than fm in every bucket of every task
+    # set and false-rejects less pooled; on the held-out sets it censors fewer medians than there are
+    # never-finishing points, fm more.
+    from benchmarks.prediction import ALL
+
+    result = json.loads((DOCS_RESULTS / "prediction.json").read_text())
+    cells = {(c["task_set"], c["bucket"], c["predictor"]): c for c in result["cells"] if c["policy"] == ALL}
+    for task_set in result["task_sets"]:
+        for bucket in {b for (t, b, _) in cells if t == task_set}:
+            assert cells[(task_set, bucket, "pfn")]["false_admit"] > cells[(task_set, bucket, "fm")]["false_admit"], (task_set, bucket)
+        assert cells[(task_set, ALL, "pfn")]["false_reject"] < cells[(task_set, ALL, "fm")]["false_reject"], task_set
+    for task_set in ("rl_ood", "vit_ood"):
+        pfn, fm = cells[(task_set, ALL, "pfn")], cells[(task_set, ALL, "fm")]
+        assert pfn["censored"] < pfn["truth_beyond_cap"] < fm["censored"], task_set
