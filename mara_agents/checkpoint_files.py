@@ -72,6 +72,30 @@ def refuse_non_finite(state: Any, what: str) -> None:
         raise ValueError(f"{what} holds non-finite values (NaN or inf) in {shown}")
 
 
+def save_state_dict(state: dict[str, Any], path: Path | str, what: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Write a predictor's ``state`` (a state_dict) to ``path`` and ``manifest`` plus the bytes' sha256 to
+    ``path.with_suffix('.json')``, each atomically; returns the manifest written.
+
+    Raises:
+        ValueError: (writing nothing) ``state`` holds a NaN or an infinity.
+    """
+    import io
+
+    import torch
+
+    from core_env.npz import write_atomic
+
+    refuse_non_finite(state, what)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    data = buffer.getvalue()
+    path = Path(path)
+    manifest = {**manifest, "weights": path.name, "sha256": hashlib.sha256(data).hexdigest()}
+    write_atomic(path, data)
+    write_atomic(path.with_suffix(".json"), (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+    return manifest
+
+
 def read_torch_file(path: Path, what: str) -> Any:
     """``torch.load`` of ``path`` (weights only, on CPU) whose failure (a truncated or foreign file raises
     assorted torch/pickle errors) is a ValueError naming the file and ``what`` it should be."""

@@ -297,6 +297,25 @@ def test_a_mismatched_manifest_raises_a_clear_error(tmp_path, edit, message):
         load_model(tmp_path / "fm.pt")
 
 
+def test_non_finite_weights_are_refused_on_save_and_on_load(tmp_path):
+    import hashlib
+
+    model = tiny_model()
+    with torch.no_grad():
+        next(model.parameters()).view(-1)[0] = float("nan")
+    with pytest.raises(ValueError, match="non-finite"):
+        save_model(model, tmp_path / "fm.pt")
+    assert not (tmp_path / "fm.pt").exists() and not (tmp_path / "fm.json").exists()  # nothing written
+    # NaN weights behind a manifest whose sha256 matches them (the checksum alone would accept them)
+    save_model(tiny_model(), tmp_path / "fm.pt")
+    torch.save(model.state_dict(), tmp_path / "fm.pt")
+    manifest = json.loads((tmp_path / "fm.json").read_text())
+    manifest["sha256"] = hashlib.sha256((tmp_path / "fm.pt").read_bytes()).hexdigest()
+    (tmp_path / "fm.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="non-finite"):
+        load_model(tmp_path / "fm.pt")
+
+
 def test_missing_checkpoint_files_raise(tmp_path):
     with pytest.raises(ValueError, match="missing"):
         load_model(tmp_path / "nothing.pt")

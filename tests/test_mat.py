@@ -430,3 +430,23 @@ def test_resuming_a_state_saved_before_the_recipe_field_means_the_default_recipe
     other = dataclasses.replace(TOY_CONFIG, recipe=TaskRecipe(slack=(1.0, 1.2)))
     with pytest.raises(ValueError, match="env.recipe="):
         Trainer(cfg, out, env_config=other, workload_fn=toy_workload, quiet=True).load()
+
+
+def test_a_checkpoint_is_refused_when_its_predictor_checkpoint_changed(tmp_path):
+    import json
+    import shutil
+
+    from benchmarks.agents import checkpoint_path
+    from mara_agents.mat.agent import MATAgent
+    from mara_agents.predictors.pfn import PFNPredictor
+
+    source = checkpoint_path("mara-pfn", 0)
+    target = tmp_path / "mat.pt"
+    shutil.copy(source, target)
+    manifest = json.loads(source.with_suffix(".json").read_text())
+    assert MATAgent.load(source).predictor is not None  # the shipped pair matches
+    manifest["pfn_sha256"] = "0" * 64  # trained on another PFN checkpoint than the one shipped now
+    target.with_suffix(".json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="trained on features of the pfn checkpoint with sha256 0000"):
+        MATAgent.load(target)
+    assert MATAgent.load(target, predictor=PFNPredictor.load()).predictor is not None  # on purpose: allowed

@@ -63,6 +63,20 @@ def make_predictor(name: str | None):
     return PREDICTORS[name]()
 
 
+def shipped_predictor_sha256(name: str) -> str | None:
+    """The sha256 (from its manifest) of the shipped checkpoint behind predictor ``name``, None for
+    predictors without one (WLS and the other numpy predictors)."""
+    from mara_agents.predictors import flow_matching, pfn
+
+    checkpoint = {"fm": flow_matching.DEFAULT_CHECKPOINT, "pfn": pfn.DEFAULT_CHECKPOINT}.get(name)
+    if checkpoint is None:
+        return None
+    try:
+        return json.loads(Path(checkpoint).with_suffix(".json").read_text()).get("sha256")
+    except (OSError, ValueError):
+        return None  # the predictor's own loader reports a missing or broken manifest
+
+
 def save_policy(model: MATModel, path: Path | str, manifest: dict[str, Any]) -> dict[str, Any]:
     """Write the policy checkpoint ``path`` and its manifest (``path`` with .json) atomically; return the manifest.
 
@@ -161,9 +175,18 @@ class MATAgent(Agent):
         With ``env_config``, the checkpoint is checked against that environment up front (ValueError
         naming the mismatch); otherwise :meth:`act` checks each observation's layout. With ``expect``
         (e.g. ``{"variant": "mara", "seed": 0}``: the manifest's variant and *training* seed; ``seed``
-        above only seeds sampling), a manifest entry other than expected is a ValueError naming it.
+        above only seeds sampling), a manifest entry other than expected is a ValueError naming it. A
+        checkpoint trained on a shipped predictor's features (``fm_sha256`` / ``pfn_sha256`` in its
+        manifest) is refused when that predictor's shipped checkpoint has changed since, unless
+        ``predictor`` is given.
         """
         model, manifest = load_policy(path, device, expect=expect)
+        name = model.config.predictor
+        recorded = manifest.get(f"{name}_sha256") if name else None
+        if predictor is None and recorded is not None and recorded != shipped_predictor_sha256(name):
+            raise ValueError(f"MAT checkpoint {path} was trained on features of the {name} checkpoint with sha256 {recorded}, "
+                             f"but the shipped {name} checkpoint has sha256 {shipped_predictor_sha256(name)}: its features would "
+                             "differ from training (pass predictor= to use another on purpose)")
         if env_config is not None and env_config.history != model.config.history:
             raise ValueError(f"MAT checkpoint {path} was trained with history H={model.config.history} reported losses per slot, "
                              f"the environment has history={env_config.history}")

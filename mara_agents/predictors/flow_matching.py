@@ -548,14 +548,13 @@ def manifest_path(weights: Path) -> Path:
 
 
 def save_model(model: FlowModel, path: Path | str, info: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write ``path`` (state_dict) and its manifest ``path.with_suffix('.json')``; return the manifest."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), path)
-    manifest = {"format": FORMAT, "config": model.config.to_dict(), "weights": path.name, "sha256": _sha256(path),
-                "parameters": model.parameter_count(), **(info or {})}
-    manifest_path(path).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    return manifest
+    """Write ``path`` (state_dict) and its manifest ``path.with_suffix('.json')`` atomically; return the manifest.
+    Refuses (ValueError, writing nothing) weights holding a NaN or an infinity."""
+    from mara_agents.checkpoint_files import save_state_dict
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return save_state_dict(model.state_dict(), path, "the flow-matching model",
+                           {"format": FORMAT, "config": model.config.to_dict(), "parameters": model.parameter_count(), **(info or {})})
 
 
 def load_model(path: Path | str = DEFAULT_CHECKPOINT) -> tuple[FlowModel, dict[str, Any]]:
@@ -584,8 +583,11 @@ def load_model(path: Path | str = DEFAULT_CHECKPOINT) -> tuple[FlowModel, dict[s
                          f"{manifest.get('sha256')}, file has {actual}")
     config = FlowConfig.from_dict(manifest.get("config"))
     model = FlowModel(config)
+    from mara_agents.checkpoint_files import read_torch_file, refuse_non_finite
+
+    state = read_torch_file(path, "a flow-matching state_dict")
+    refuse_non_finite(state, f"flow-matching checkpoint {path}")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
         model.load_state_dict(state, strict=True)
     except Exception as error:  # torch raises RuntimeError/UnpicklingError/KeyError depending on the damage
         raise ValueError(f"flow-matching checkpoint {path} does not match its config {config.to_dict()}: {error}") from error

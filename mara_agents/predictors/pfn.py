@@ -38,9 +38,6 @@ refuses non-finite weights; :func:`save_model` refuses them too and writes both 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import io
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,8 +48,7 @@ import torch
 from torch import nn
 
 from core_env.curves import LOSS_FLOOR
-from core_env.npz import write_atomic
-from mara_agents.checkpoint_files import read_torch_file, read_verified, refuse_non_finite
+from mara_agents.checkpoint_files import read_torch_file, read_verified, refuse_non_finite, save_state_dict
 from mara_agents.predictors.flow_matching import SUMMARY_FEATURES, STEP_FEATURES, TAIL, FlowConfig, history_features, pack_histories
 from mara_agents.protocols import QUANTILE_LEVELS, DemandSummary, Predictor
 
@@ -242,17 +238,8 @@ class PFNPredictor(Predictor):
 def save_model(model: PFNModel, path: Path | str, info: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write ``path`` (state_dict) and its manifest ``path.with_suffix('.json')`` atomically; return the manifest.
     Refuses (ValueError) weights holding a NaN or an infinity."""
-    state = model.state_dict()
-    refuse_non_finite(state, "the PFN model")
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    data = buffer.getvalue()
-    path = Path(path)
-    manifest = {"format": FORMAT, "config": model.config.to_dict(), "weights": path.name, "sha256": hashlib.sha256(data).hexdigest(),
-                "parameters": model.parameter_count(), **(info or {})}
-    write_atomic(path, data)
-    write_atomic(path.with_suffix(".json"), (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
-    return manifest
+    return save_state_dict(model.state_dict(), path, "the PFN model",
+                           {"format": FORMAT, "config": model.config.to_dict(), "parameters": model.parameter_count(), **(info or {})})
 
 
 def load_model(path: Path | str = DEFAULT_CHECKPOINT) -> tuple[PFNModel, dict[str, Any]]:
