@@ -450,3 +450,13 @@ def test_a_checkpoint_is_refused_when_its_predictor_checkpoint_changed(tmp_path)
     with pytest.raises(ValueError, match="trained on features of the pfn checkpoint with sha256 0000"):
         MATAgent.load(target)
     assert MATAgent.load(target, predictor=PFNPredictor.load()).predictor is not None  # on purpose: allowed
+
+
+def test_a_fresh_process_loads_a_shipped_pfn_checkpoint():
+    # the predictor check must not depend on which predictor modules an earlier import happened to load
+    import subprocess
+    import sys
+
+    code = "from benchmarks.agents import make_agent; print(type(make_agent('mara-pfn', 0)).__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "MATAgent", out.stderr[-2000:]

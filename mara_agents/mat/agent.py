@@ -66,11 +66,12 @@ def make_predictor(name: str | None):
 def shipped_predictor_sha256(name: str) -> str | None:
     """The sha256 (from its manifest) of the shipped checkpoint behind predictor ``name``, None for
     predictors without one (WLS and the other numpy predictors)."""
-    from mara_agents.predictors import flow_matching, pfn
+    import importlib
 
-    checkpoint = {"fm": flow_matching.DEFAULT_CHECKPOINT, "pfn": pfn.DEFAULT_CHECKPOINT}.get(name)
-    if checkpoint is None:
+    module = {"fm": "flow_matching", "pfn": "pfn"}.get(name)
+    if module is None:
         return None
+    checkpoint = importlib.import_module(f"mara_agents.predictors.{module}").DEFAULT_CHECKPOINT
     try:
         return json.loads(Path(checkpoint).with_suffix(".json").read_text()).get("sha256")
     except (OSError, ValueError):
