@@ -245,11 +245,30 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float))
 
 
+#: Ranges an episode statistic of a cell result must lie in (a checksum can be recomputed after an edit;
+#: these catch values no episode can produce): shares in [0, 1], counts and times finite and >= 0.
+SHARES = ("completion_rate", "node_utilization", "gap")
+
+
+def _out_of_range(episode: dict[str, Any]) -> str | None:
+    for name, value in episode.items():
+        if not _number(value):
+            continue
+        if not math.isfinite(value):
+            return f"{name} = {value!r} is not finite"
+        if value < 0 or (name in SHARES and value > 1):
+            return f"{name} = {value!r} is outside {'[0, 1]' if name in SHARES else '[0, inf)'}"
+    if _number(episode.get("completed")) and _number(episode.get("arrived")) and episode["completed"] > episode["arrived"]:
+        return f"completed {episode['completed']!r} exceeds arrived {episode['arrived']!r}"
+    return None
+
+
 def result_problem(cell: Cell, result: Any, key: str | None = None) -> str | None:
     """Why ``result`` (as parsed from JSON, without ``checksum``) is not a complete, consistent result of
     ``cell``, or None when it is: format, key and cell fields must be the cell's, the episode list complete
     (:func:`expected_episodes`), every :data:`EPISODE_STATS` mean present and every mean equal to the mean
-    of its episodes (to 1e-9 relative). ``key``: ``cell.key`` if already known."""
+    of its episodes (to 1e-9 relative), and every episode statistic in its range (shares in [0, 1], the
+    rest finite and >= 0, completed <= arrived). ``key``: ``cell.key`` if already known."""
     if not isinstance(result, dict):
         return f"not a JSON object ({type(result).__name__})"
     if result.get("format") != FORMAT:
@@ -264,6 +283,10 @@ def result_problem(cell: Cell, result: Any, key: str | None = None) -> str | Non
         return f"{len(episodes) if isinstance(episodes, list) else 'no'} episodes, expected {expected}"
     if not all(isinstance(e, dict) for e in episodes):
         return "an episode is not a JSON object"
+    for e, episode in enumerate(episodes):
+        problem = _out_of_range(episode)
+        if problem:
+            return f"episode {e}: {problem}"
     if not isinstance(means, dict) or not set(EPISODE_STATS) <= set(means):
         return f"means of {sorted(set(EPISODE_STATS) - set(means if isinstance(means, dict) else ()))} are missing"
     for name, mean in means.items():

@@ -96,6 +96,53 @@ def save_state_dict(state: dict[str, Any], path: Path | str, what: str, manifest
     return manifest
 
 
+#: First bytes of a file written by :func:`write_checked`, followed by the payload's sha256 (hex) and a newline.
+CHECKED_MAGIC = b"mara-checked/1 "
+
+
+def write_checked(path: Path | str, state: Any) -> None:
+    """``torch.save`` of ``state`` behind a header holding the payload's sha256, written atomically in one
+    file (so no crash can leave a payload and its checksum out of step); read with :func:`read_checked`.
+    For files the trainer resumes from (training state, demonstrations)."""
+    import io
+
+    import torch
+
+    from core_env.npz import write_atomic
+
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    data = buffer.getvalue()
+    write_atomic(Path(path), CHECKED_MAGIC + hashlib.sha256(data).hexdigest().encode() + b"\n" + data)
+
+
+def read_checked(path: Path | str, what: str) -> Any:
+    """The state :func:`write_checked` wrote to ``path``, after verifying its sha256.
+
+    Raises:
+        ValueError: naming the file and ``what`` it should be, when it has no checksum header (damaged,
+            foreign, or written by an older version: start again with another --out), when the payload
+            does not match its checksum (a flipped bit, a truncated write), or when it cannot be read.
+    """
+    import io
+
+    import torch
+
+    path = Path(path)
+    raw = path.read_bytes()
+    header, newline, data = raw.partition(b"\n")
+    if not raw.startswith(CHECKED_MAGIC) or not newline:
+        raise ValueError(f"{path} has no checksum header: it is not {what} written by this version, or it is damaged "
+                         "(delete it, or use another --out, to start again)")
+    expected, actual = header[len(CHECKED_MAGIC):].decode("ascii", "replace"), hashlib.sha256(data).hexdigest()
+    if expected != actual:
+        raise ValueError(f"checksum mismatch for {what} {path}: the header says sha256 {expected}, the content has {actual}")
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as error:
+        raise ValueError(f"{path} could not be read as {what}: {error}") from error
+
+
 def read_torch_file(path: Path, what: str) -> Any:
     """``torch.load`` of ``path`` (weights only, on CPU) whose failure (a truncated or foreign file raises
     assorted torch/pickle errors) is a ValueError naming the file and ``what`` it should be."""

@@ -38,6 +38,24 @@ def test_a_cell_replays_the_committed_suite_and_caches_its_result(tmp_path):
     assert runner.calls == 1 and again[0] == first[0]
 
 
+@pytest.mark.parametrize(("name", "value"), [("completion_rate", 7.5), ("completion_rate", float("nan")), ("completed", -1),
+                                              ("busy_node_steps", float("inf")), ("completed", 10_000)])
+def test_a_cell_with_an_impossible_value_is_recomputed_even_with_a_valid_checksum(tmp_path, name, value):
+    from benchmarks.cells import checksum
+
+    cell = Cell("edf", root=0, episodes=1)
+    store = CellStore(tmp_path)
+    run_cells([cell], store, progress=False)
+    saved = json.loads(store.path(cell).read_text())
+    saved["episodes"][0][name] = value
+    saved["mean"][name] = value  # the mean agrees with its episode, and the checksum is recomputed
+    body = {k: v for k, v in saved.items() if k != "checksum"}
+    store.path(cell).write_text(json.dumps({**body, "checksum": checksum(body)}))
+    assert store.load(cell) is None
+    runner = CountingRunner()
+    assert run_cells([cell], store, runner=runner, progress=False)[0]["episodes"][0][name] != value and runner.calls == 1
+
+
 def test_corrupt_or_foreign_cells_are_recomputed(tmp_path):
     cell, other = Cell("edf", root=0, episodes=1), Cell("fifo", root=0, episodes=1)
     store = CellStore(tmp_path)

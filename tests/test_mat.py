@@ -423,9 +423,11 @@ def test_resuming_a_state_saved_before_the_recipe_field_means_the_default_recipe
     cfg = toy_ppo(steps=4 * 32 * 32, rollout=32)
     first = Trainer(cfg, out, env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True)
     first.save()
-    state = torch.load(out / STATE_FILE, map_location="cpu", weights_only=True)
+    from mara_agents.checkpoint_files import read_checked, write_checked
+
+    state = read_checked(out / STATE_FILE, "a MAT training state")
     del state["identity"]["env"]["recipe"]  # as saved before EnvConfig had a recipe
-    torch.save(state, out / STATE_FILE)
+    write_checked(out / STATE_FILE, state)
     assert Trainer(cfg, out, env_config=TOY_CONFIG, workload_fn=toy_workload, quiet=True).load()
     other = dataclasses.replace(TOY_CONFIG, recipe=TaskRecipe(slack=(1.0, 1.2)))
     with pytest.raises(ValueError, match="env.recipe="):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -105,20 +106,47 @@ def test_non_finite_weights_are_never_written_nor_loaded(tmp_path):
         MATAgent.load(tmp_path)
 
 
-def test_a_truncated_or_non_finite_training_state_raises_naming_the_file(tmp_path):
+def test_a_truncated_flipped_foreign_or_non_finite_training_state_raises_naming_the_file(tmp_path):
+    from mara_agents.checkpoint_files import read_checked, write_checked
+
     trainer = _trainer(tmp_path, steps=1)
     (tmp_path / "run").mkdir()
     trainer.save()
     path = tmp_path / "run" / STATE_FILE
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ValueError, match=f"{STATE_FILE} could not be read as a MAT training state"):
+    with pytest.raises(ValueError, match=f"checksum mismatch for a MAT training state .*{STATE_FILE}"):
         _trainer(tmp_path, steps=1).load()
-    state = torch.load(__import__("io").BytesIO(data), weights_only=True)
+    rng = np.random.default_rng(29)
+    for _ in range(20):  # any single flipped bit of the payload: refused, never resumed with altered weights
+        flipped = bytearray(data)
+        at = int(rng.integers(data.index(b"\n") + 1, len(data)))
+        flipped[at] ^= 1 << int(rng.integers(0, 8))
+        path.write_bytes(bytes(flipped))
+        with pytest.raises(ValueError, match="checksum mismatch"):
+            _trainer(tmp_path, steps=1).load()
+    path.write_bytes(data[data.index(b"\n") + 1:])  # a bare torch file (no checksum header)
+    with pytest.raises(ValueError, match="no checksum header"):
+        _trainer(tmp_path, steps=1).load()
+    path.write_bytes(data)
+    state = read_checked(path, "a MAT training state")
     state["model"]["query.weight"][0, 0] = float("nan")
-    torch.save(state, path)
+    write_checked(path, state)
     with pytest.raises(ValueError, match=f"training state .*{STATE_FILE} holds non-finite"):
         _trainer(tmp_path, steps=1).load()
+
+
+def test_a_damaged_demonstrations_file_is_refused(tmp_path):
+    from mara_agents.mat.imitation import Demonstrations
+
+    demos = Demonstrations({"actions": torch.zeros(3, 2, dtype=torch.int64)}, {"teacher": "edf"})
+    demos.save(tmp_path / "demonstrations.pt")
+    assert Demonstrations.load(tmp_path / "demonstrations.pt").info == {"teacher": "edf"}
+    data = bytearray((tmp_path / "demonstrations.pt").read_bytes())
+    data[-5] ^= 0x10
+    (tmp_path / "demonstrations.pt").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="checksum mismatch for a demonstrations file"):
+        Demonstrations.load(tmp_path / "demonstrations.pt")
 
 
 def test_a_resume_after_a_kill_keeps_the_metrics_monotone(tmp_path):

@@ -17,7 +17,6 @@ Demonstrations are written to ``OUT/demonstrations.pt`` (atomically) so a resume
 
 from __future__ import annotations
 
-import io
 import math
 import time
 from pathlib import Path
@@ -27,8 +26,7 @@ import numpy as np
 import torch
 
 from core_env import features
-from core_env.npz import write_atomic
-from mara_agents.checkpoint_files import read_torch_file
+from mara_agents.checkpoint_files import read_checked, write_checked
 from mara_agents.mat.model import MATModel, Tokens, autoregressive_masks
 from mara_agents.predictors.features import predictor_observation
 from mara_agents.rollout import Transition, agent_policy, play
@@ -89,13 +87,11 @@ class Demonstrations:
         return -(logp * decision).sum() / decision.sum().clamp(min=1.0), values
 
     def save(self, path: Path) -> None:
-        buffer = io.BytesIO()
-        torch.save({"format": DEMONSTRATIONS_FORMAT, "data": self.data, "info": self.info}, buffer)
-        write_atomic(path, buffer.getvalue())
+        write_checked(path, {"format": DEMONSTRATIONS_FORMAT, "data": self.data, "info": self.info})
 
     @classmethod
     def load(cls, path: Path) -> Demonstrations:
-        state = read_torch_file(path, "a demonstrations file")
+        state = read_checked(path, "a demonstrations file")
         if not isinstance(state, dict) or state.get("format") != DEMONSTRATIONS_FORMAT:
             found = state.get("format") if isinstance(state, dict) else type(state).__name__
             raise ValueError(f"{path} is not a demonstrations file (format {found!r})")

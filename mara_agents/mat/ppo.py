@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import io
 import json
 import math
 import signal
@@ -58,7 +57,7 @@ from core_env.recipe import DEFAULT_RECIPE
 from core_env.vector import DiscreteCoREVectorEnv
 from core_env.workload import Workload, draw_workload
 from mara_agents import rollout
-from mara_agents.checkpoint_files import non_finite_tensors, read_torch_file, refuse_non_finite
+from mara_agents.checkpoint_files import non_finite_tensors, read_checked, refuse_non_finite, write_checked
 from mara_agents.mat.agent import POLICY_FILE, make_predictor, save_policy
 from mara_agents.mat.model import MATConfig, MATModel, Tokens, parse_observation
 from mara_agents.predictors.features import predictor_observation
@@ -369,16 +368,15 @@ class Trainer:
 
     def save(self) -> None:
         self.check_finite("training")  # a diverged state is never written
-        buffer = io.BytesIO()
-        torch.save(self.state_dict(), buffer)
-        write_atomic(self.out / STATE_FILE, buffer.getvalue())
+        write_checked(self.out / STATE_FILE, self.state_dict())
 
     def load(self) -> bool:
-        """Resume from ``out/train_state.pt`` if it exists; ValueError if it belongs to another run."""
+        """Resume from ``out/train_state.pt`` if it exists; ValueError if it belongs to another run or fails
+        its checksum (:func:`mara_agents.checkpoint_files.read_checked`)."""
         path = self.out / STATE_FILE
         if not path.exists():
             return False
-        state = read_torch_file(path, "a MAT training state")
+        state = read_checked(path, "a MAT training state")
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             found = state.get("format") if isinstance(state, dict) else type(state).__name__
             raise ValueError(f"{path} is not a MAT training state (format {found!r}, expected {STATE_FORMAT!r})")
