@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,8 @@ LOADS: dict[str, float] = {"train": TRAIN_INTENSITY, "x1.25": 1.25 * TRAIN_INTEN
 TASK_SETS: tuple[str, ...] = ("id", "rl_ood", "vit_ood", "stress")
 
 REWARDS: tuple[str, ...] = ("shaped", "sparse")
+#: The largest potential weight ``kappa`` (EnvConfig): beyond it the potential swamps the completions.
+KAPPA_MAX = 100.0
 CURVE_SOURCES: tuple[str, ...] = ("corpus", "prior")
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array", "human")
 
@@ -63,7 +66,8 @@ class EnvConfig:
             its fields, validated; default the v1 recipe). Committed suites keep the recipe they were
             generated with (in their meta).
         reward: ``"shaped"`` (potential-based, default) or ``"sparse"``.
-        kappa: weight of the log-progress potential in the shaped reward.
+        kappa: weight of the log-progress potential in the shaped reward, in [0, 100] (larger weights would
+            swamp the completions and, near the float limit, make the shaped return non-finite).
         history: H, reported log losses per slot in the observation.
         node_speeds: per-node speed multipliers (length N, each in [1e-3, 1e3]) or None for all 1.0. The
             range keeps a step's batches (``batches_per_step × speed``) well above the float resolution of a
@@ -110,8 +114,8 @@ class EnvConfig:
         object.__setattr__(self, "recipe", recipe_from(self.recipe))
         if self.reward not in REWARDS:
             raise ValueError(f"unknown reward {self.reward!r}; expected one of {list(REWARDS)}")
-        if not _is_real(self.kappa) or not np.isfinite(self.kappa) or self.kappa < 0:
-            raise ValueError(f"kappa must be a finite number >= 0, got {self.kappa!r}")
+        if not _is_real(self.kappa) or not np.isfinite(self.kappa) or not 0 <= self.kappa <= KAPPA_MAX:
+            raise ValueError(f"kappa must be a number in [0, {KAPPA_MAX:g}], got {self.kappa!r}")
         if not _is_real(self.switch_cost) or not 0.0 <= float(self.switch_cost) < 1.0:
             raise ValueError(f"switch_cost must be a fraction in [0, 1), got {self.switch_cost!r}")
         if not isinstance(self.strict, bool):
@@ -120,6 +124,8 @@ class EnvConfig:
             raise ValueError(f"unknown render_mode {self.render_mode!r}; expected None or one of {list(RENDER_MODES)}")
         if self.node_speeds is not None:
             speeds = None
+            if isinstance(self.node_speeds, Sequence) and any(isinstance(s, (bool, np.bool_)) for s in self.node_speeds):
+                raise TypeError(f"node_speeds must be numbers, not bools, got {self.node_speeds!r}")
             if not isinstance(self.node_speeds, str):
                 try:
                     speeds = np.asarray(self.node_speeds, dtype=float)

@@ -142,7 +142,7 @@ The same keyword names in every view (validated by `core_env.config.EnvConfig`, 
 | `curve_source` | `"corpus"` | curves of seeded workloads: `"corpus"` (real training runs) or `"prior"` (parametric prior fitted to the corpus); suites always replay corpus curves; a bank file is its own source (`"prior"` is refused) |
 | `recipe` | the v1 recipe | the task recipe of seeded workloads: a `core_env.recipe.TaskRecipe` or a dict of its fields (Task recipes, below) |
 | `reward` | `"shaped"` | `"shaped"` or `"sparse"` |
-| `kappa` | 0.5 | potential weight |
+| `kappa` | 0.5 | potential weight, in [0, 100] |
 | `history` | 8 | H losses per slot in the observation |
 | `node_speeds` | None | per-node speed multipliers (length N, each in [1e-3, 1e3]) |
 | `switch_cost` | 0.0 | fraction of a step's batches lost on a switch, in [0, 1) |

@@ -20,7 +20,7 @@ from core_env.config import make_config
 from core_env.episode import Episode
 from core_env.render import render
 from core_env.sim import InvalidActionError
-from core_env.vector import OBSERVATIONS, single_observation_space
+from core_env.vector import OBSERVATIONS, check_seed, single_observation_space
 
 
 class DiscreteCoREEnv(gym.Env):
@@ -47,7 +47,7 @@ class DiscreteCoREEnv(gym.Env):
         return self.episode.config
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
+        super().reset(seed=None if seed is None else check_seed(seed))
         self.episode.rng = self.np_random
         self.episode.reset(None, options)
         return self._observation(), self._info()

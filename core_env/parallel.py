@@ -116,7 +116,10 @@ class DiscreteCoREParallelEnv(ParallelEnv):
             except KeyError:
                 values = None
             if values is not None and set(map(type, values)) == _PLAIN_INT:
-                return np.array(values, dtype=np.int64)
+                try:
+                    return np.array(values, dtype=np.int64)
+                except OverflowError:  # an int beyond int64: the checked path names the agent and the range
+                    pass
         return self._checked_action_array(actions)
 
     def _checked_action_array(self, actions: Mapping[str, Any]) -> np.ndarray:

@@ -84,6 +84,15 @@ def step_and_observe(actions, s, H, compact, rows, shared, mask):
     return step_observing(actions, dynamics.arrays_of(s), np.empty(actions.shape[1], np.int64), H, compact, rows, shared, mask)
 
 
+def check_seed(seed: Any) -> int:
+    """``seed`` as an int >= 0; TypeError for a bool or a non-integer, ValueError for a negative int."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an int >= 0 or None, got {type(seed).__name__} {seed!r}")
+    if seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed}")
+    return int(seed)
+
+
 class EnvBatch:
     """Simulator (whose compiled step also computes the team reward) + observation features of B
     environments, each with its own seeded rng."""
@@ -110,7 +119,12 @@ class EnvBatch:
         vector envs seed the envs a reset mask selects)."""
         if seed is None:
             return
-        seeds = [seed + i for i in range(self.B)] if isinstance(seed, (int, np.integer)) else list(seed)
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)):
+            seeds = [check_seed(seed) + i for i in range(self.B)]
+        elif isinstance(seed, Sequence) and not isinstance(seed, (str, bytes)):
+            seeds = [None if s is None else check_seed(s) for s in seed]
+        else:
+            raise TypeError(f"seed must be None, an int >= 0 or a sequence of them, got {type(seed).__name__} {seed!r}")
         if len(seeds) != self.B:
             raise ValueError(f"need one seed per environment ({self.B}), got {len(seeds)}")
         for i in range(self.B) if envs is None else envs:

@@ -48,6 +48,8 @@ def assert_next_step_is_unaffected(env, make, action):
     ({**VALID, "node_1": True}, TypeError, r"action for node_1 must be an integer.*bool"),
     ({**VALID, "node_1": np.array([1])}, TypeError, r"action for node_1 must be an integer"),
     ({**VALID, "node_1": "1"}, TypeError, r"action for node_1 must be an integer.*str"),
+    ({"node_0": 2**63, "node_1": 1, "node_2": 0}, ValueError, r"action 9223372036854775808 for node_0 is outside"),  # beyond int64
+    ({"node_0": 1, "node_1": -2**70, "node_2": 0}, ValueError, r"for node_1 is outside the action space"),
     ({"node_0": 1, "node_1": 1}, ValueError, r"missing action for agent\(s\) \['node_2'\]"),
     ({**VALID, "node_7": 0}, ValueError, r"unknown or finished agent\(s\) \['node_7'\]"),
     ([1, 1, 0], TypeError, r"actions must be a dict"),
@@ -57,6 +59,31 @@ def test_bad_parallel_action_raises_and_leaves_the_env_usable(bad, exc, match):
     with pytest.raises(exc, match=match):
         env.step(bad)
     assert_next_step_is_unaffected(env, fresh_parallel, VALID)
+
+
+@pytest.mark.parametrize("view", ["parallel", "gym", "vector"])
+@pytest.mark.parametrize(("seed", "exc"), [(True, TypeError), (-1, ValueError), (1.5, TypeError), ("7", TypeError)])
+def test_a_seed_that_is_not_an_int_at_least_0_raises_naming_it(view, seed, exc):
+    if view == "parallel":
+        env = discrete_core_v1.parallel_env()
+    elif view == "gym":
+        env = gym.make(core_env.GYM_ID)
+    else:
+        env = gym.make_vec(core_env.GYM_ID, num_envs=2, vectorization_mode="vector_entry_point")
+    with pytest.raises(exc, match="seed must be"):
+        env.reset(seed=seed)
+    env.reset(seed=0)  # still usable
+
+
+def test_the_largest_kappa_keeps_the_shaped_return_equal_to_completions():
+    env = discrete_core_v1.parallel_env(kappa=100.0)
+    observations, _ = env.reset(seed=3)
+    rng, total, infos = np.random.default_rng(0), 0.0, {}
+    while env.agents:
+        actions = {a: int(rng.choice(np.flatnonzero(observations[a]["action_mask"]))) for a in env.agents}
+        observations, rewards, _, _, infos = env.step(actions)
+        total += rewards["node_0"]
+    assert np.isfinite(total) and total == pytest.approx(infos["node_0"]["completed"], abs=1e-6)
 
 
 def test_numpy_integer_actions_are_accepted_like_python_ints():
@@ -143,7 +170,9 @@ BAD_CONFIGS = [
     ({"reward": "dense"}, ValueError, r"unknown reward 'dense'"),
     ({"switch_cost": 1.0}, ValueError, r"switch_cost must be a fraction in \[0, 1\), got 1.0"),
     ({"switch_cost": -0.1}, ValueError, r"switch_cost"),
-    ({"kappa": float("nan")}, ValueError, r"kappa must be a finite number"),
+    ({"kappa": float("nan")}, ValueError, r"kappa must be a number in \[0, 100\]"),
+    ({"kappa": 1e308}, ValueError, r"kappa must be a number in \[0, 100\], got 1e\+308"),
+    ({"kappa": -0.5}, ValueError, r"kappa must be a number in \[0, 100\]"),
     ({"history": 0}, ValueError, r"history must be in"),
     ({"max_cycles": 0}, ValueError, r"max_cycles must be in"),
     ({"strict": "yes"}, TypeError, r"strict must be a bool"),
@@ -154,6 +183,7 @@ BAD_CONFIGS = [
     ({"n_nodes": 2, "node_speeds": ("fast", "slow")}, ValueError, r"node_speeds must be numbers"),
     ({"n_nodes": 2, "node_speeds": (1.0, None)}, ValueError, r"node_speeds must be finite and > 0"),
     ({"n_nodes": 2, "node_speeds": "12"}, ValueError, r"node_speeds must have length"),
+    ({"n_nodes": 2, "node_speeds": [True, True]}, TypeError, r"node_speeds must be numbers, not bools"),
     ({"nodes": 4}, TypeError, r"unknown environment argument\(s\) \['nodes'\]"),
 ]
 
