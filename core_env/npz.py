@@ -30,6 +30,43 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
+def read_npz(path: Path | str, allow_pickle: bool = False) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` file ``path``, each member's header checked against the member's size
+    before anything is allocated (a header may not declare more data than the file holds).
+
+    Raises:
+        ValueError: naming the file (and the member) when it is not a zip archive, a member is not an
+            ``.npy`` array, a header declares a shape its member cannot hold, or a member fails its CRC.
+    """
+    path = Path(path)
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a NumPy .npz archive ({type(exc).__name__}: {exc})") from None
+    out: dict[str, np.ndarray] = {}
+    with archive:
+        for info in archive.infolist():
+            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            try:
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                    shape, _, dtype = read_header(member)  # the header only: nothing allocated yet
+                    header = member.tell() if member.seekable() else None
+                    count = int(np.prod(shape, dtype=object))
+                    if dtype.hasobject:
+                        if not allow_pickle:
+                            raise ValueError("an object array (a pickle, which can run code when loaded); not read")
+                    elif header is not None and count * dtype.itemsize > info.file_size - header:
+                        raise ValueError(f"its header declares {shape} {dtype} ({count * dtype.itemsize:,} bytes), "
+                                         f"the member holds {info.file_size - header:,}")
+                with archive.open(info) as member:
+                    out[name] = np.lib.format.read_array(member, allow_pickle=allow_pickle)
+            except (ValueError, zipfile.BadZipFile, OSError, EOFError) as exc:
+                raise ValueError(f"{path}: member {info.filename!r} cannot be read as an array: {exc}") from None
+    return out
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file renamed into place."""
     path = Path(path)

@@ -315,6 +315,21 @@ def test_bad_npz_files(tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(CurveImportError, match=r"junk\.npz: not a NumPy \.npz archive"):
         import_curves(tmp_path / "junk.npz")
+    import io
+    import zipfile
+
+    member = io.BytesIO()  # a header declaring (2, 400,000,000) float32 (3.2 GB) in a 40-byte member: refused unallocated
+    np.lib.format.write_array(member, np.zeros((2, 4), np.float32))
+    with zipfile.ZipFile(tmp_path / "lying.npz", "w") as archive:
+        archive.writestr("losses.npy", member.getvalue().replace(b"(2, 4)", b"(2, 400000000)"))
+    with pytest.raises(CurveImportError, match=r"lying\.npz: member 'losses\.npy' .*declares \(2, 400000000\) float32 .*the member holds 40"):
+        import_curves(tmp_path / "lying.npz")
+    np.savez(tmp_path / "good.npz", losses=np.array([[1.0, 0.5, 0.4]]))
+    flipped = bytearray((tmp_path / "good.npz").read_bytes())
+    flipped[len(flipped) // 3] ^= 0x40  # inside the member's data: its CRC fails
+    (tmp_path / "flipped.npz").write_bytes(bytes(flipped))
+    with pytest.raises(CurveImportError, match=r"flipped\.npz"):
+        import_curves(tmp_path / "flipped.npz")
     np.savez(tmp_path / "nan_row.npz", losses=np.array([[1.0, 0.5, 0.4], [np.nan, np.nan, np.nan]]))
     with pytest.raises(CurveImportError, match=r"nan_row\.npz: array 'losses', row 1 \(run 'row1'\) is NaN-only"):
         import_curves(tmp_path / "nan_row.npz")

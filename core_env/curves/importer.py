@@ -47,6 +47,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,7 +58,7 @@ import numpy as np
 from core_env.curves.bank import LOSS_CEIL, LOSS_FLOOR, CurveBank
 from core_env.curves.flags import (DIVERGED, EXPLODE_FACTOR, NON_LEARNER, NON_LEARNER_RATIO, RULE_VERSION, describe, finite_prefix,
                                    flag_runs)
-from core_env.npz import write_npz
+from core_env.npz import read_npz, write_npz
 
 #: Identifies a bank file and its layout version (bumped on any incompatible change).
 FORMAT = "core_env.curves.bank"
@@ -241,10 +242,10 @@ def _numeric(array: np.ndarray, what: str) -> np.ndarray:
     return array.astype(np.float64)
 
 
-def _strings(archive: Any, key: str, n: int, path: Path) -> list[str] | None:
-    if key not in archive.files:
+def _strings(arrays: dict[str, np.ndarray], key: str, n: int, path: Path) -> list[str] | None:
+    if key not in arrays:
         return None
-    values = archive[key]
+    values = arrays[key]
     if values.ndim != 1 or values.size != n or values.dtype.kind not in "US":
         raise CurveImportError(f"{path}: array {key!r} must be 1-D strings with one entry per run ({n}); "
                                f"got shape {values.shape}, dtype {values.dtype}")
@@ -258,109 +259,106 @@ def _strings(archive: Any, key: str, n: int, path: Path) -> list[str] | None:
 def _read_npz(path: Path, allow_pickle: bool) -> _Read:
     if path.stat().st_size == 0:
         raise CurveImportError(f"{path}: the file is empty")
-    try:
-        archive = np.load(path, allow_pickle=allow_pickle)
-    except Exception as exc:  # numpy raises ValueError/OSError/zipfile errors for non-npz bytes
-        raise CurveImportError(f"{path}: not a NumPy .npz archive ({type(exc).__name__}: {exc})") from None
-    if not hasattr(archive, "files"):
+    if path.read_bytes()[:6] == b"\x93NUMPY":
         raise CurveImportError(f"{path}: holds a single array (.npy), not an .npz archive")
+    try:  # every member's header is checked against its size before anything is allocated
+        arrays = read_npz(path, allow_pickle=allow_pickle)
+    except ValueError as exc:
+        pickled = re.search(r"member '(.+?)(\.npy)?' cannot be read as an array: an object array", str(exc))
+        if pickled:
+            raise CurveImportError(f"{path}: array {pickled.group(1)!r} is an object (ragged) array, stored as a pickle, which can "
+                                   "run code when loaded; pass allow_pickle=True / --allow-pickle if you trust the "
+                                   "file, or store one 1-D array per run instead") from None
+        raise CurveImportError(str(exc)) from None
 
     def load(key: str) -> np.ndarray:
-        try:
-            return archive[key]
-        except ValueError as exc:
-            if "allow_pickle" in str(exc):
-                raise CurveImportError(f"{path}: array {key!r} is an object (ragged) array, stored as a pickle, which can "
-                                       "run code when loaded; pass allow_pickle=True / --allow-pickle if you trust the "
-                                       "file, or store one 1-D array per run instead") from None
-            raise CurveImportError(f"{path}: array {key!r} cannot be read: {exc}") from None
+        return arrays[key]
 
-    with archive:
-        keys = list(archive.files)
-        if not keys:
-            raise CurveImportError(f"{path}: the archive holds no arrays")
-        notes: list[str] = []
-        transformations: list[dict[str, Any]] = []
-        main = "losses" if "losses" in keys else None
-        if main is None and len(keys) == 1 and load(keys[0]).ndim == 2:
-            main = keys[0]
-        runs: list[RawRun] = []
-        if main is not None:
-            losses = load(main)
-            if losses.dtype == object:
-                rows = []
-                for i, item in enumerate(losses.ravel().tolist()):
-                    try:
-                        row = np.asarray(item, dtype=np.float64)
-                    except (TypeError, ValueError):
-                        raise CurveImportError(f"{path}: array {main!r}, run {i}: not a sequence of numbers") from None
-                    if row.ndim != 1:
-                        raise CurveImportError(f"{path}: array {main!r}, run {i}: expected a 1-D sequence, got shape {row.shape}")
-                    rows.append(row)
-                padded = False
-            else:
-                values = _numeric(losses, f"{path}: array {main!r}")
-                if values.ndim == 1:
-                    values = values[None, :]
-                if values.ndim != 2:
-                    raise CurveImportError(f"{path}: array {main!r} must be 2-D (one run per row), got shape {losses.shape}")
-                rows, padded = list(values), True
-            n = len(rows)
-            if n == 0:
-                raise CurveImportError(f"{path}: array {main!r} holds no runs")
-            run_ids = _strings(archive, "run_id", n, path)
-            families = _strings(archive, "family", n, path)
-            steps_all = None
-            if "steps" in keys:
-                steps_all = load("steps")
-                if steps_all.dtype == object:
-                    steps_all = list(steps_all.ravel().tolist())
-                elif steps_all.ndim == 1 and n == 1:
-                    steps_all = [steps_all]
-                if len(steps_all) != n:
-                    raise CurveImportError(f"{path}: array 'steps' has {len(steps_all)} rows, {main!r} has {n}")
-            ignored = [k for k in keys if k not in (main, "run_id", "family", "steps")]
-            if ignored:
-                notes.append(f"ignored arrays in {path.name}: {ignored}")
-            width = len(str(n - 1))
-            ids = run_ids or [f"row{i:0{width}d}" for i in range(n)]
-            if len(set(ids)) != len(ids):
-                dup = next(i for i in ids if ids.count(i) > 1)
-                raise CurveImportError(f"{path}: array 'run_id' names run {dup!r} more than once")
-            pad_values, pad_rows = 0, 0
-            for i, row in enumerate(rows):
-                where = f"{path}: array {main!r}, row {i} (run {ids[i]!r})"
-                if steps_all is not None:
-                    steps = np.asarray(steps_all[i], dtype=np.float64).ravel()
-                    if steps.size != row.size:
-                        raise CurveImportError(f"{where}: {steps.size} steps for {row.size} losses")
-                else:
-                    steps = np.arange(row.size, dtype=np.float64)
-                if padded:
-                    finite = np.flatnonzero(~np.isnan(row))
-                    keep = int(finite[-1]) + 1 if finite.size else row.size  # an all-NaN row is a NaN-only run, not padding
-                    if keep < row.size:
-                        pad_values += row.size - keep
-                        pad_rows += 1
-                    row, steps = row[:keep], steps[:keep]
-                runs.append(_npz_run(row, steps, ids[i], families[i] if families else None, where))
-            if pad_rows:
-                transformations.append({"kind": "remove_padding", "rows": pad_rows, "values": pad_values,
-                                        "message": f"removed the trailing NaN padding of {_plural(pad_rows, 'row')} "
-                                                   f"({_plural(pad_values, 'value')}) of {main!r}"})
-            family_source = "array 'family'" if families else "default"
+    keys = list(arrays)
+    if not keys:
+        raise CurveImportError(f"{path}: the archive holds no arrays")
+    notes: list[str] = []
+    transformations: list[dict[str, Any]] = []
+    main = "losses" if "losses" in keys else None
+    if main is None and len(keys) == 1 and load(keys[0]).ndim == 2:
+        main = keys[0]
+    runs: list[RawRun] = []
+    if main is not None:
+        losses = load(main)
+        if losses.dtype == object:
+            rows = []
+            for i, item in enumerate(losses.ravel().tolist()):
+                try:
+                    row = np.asarray(item, dtype=np.float64)
+                except (TypeError, ValueError):
+                    raise CurveImportError(f"{path}: array {main!r}, run {i}: not a sequence of numbers") from None
+                if row.ndim != 1:
+                    raise CurveImportError(f"{path}: array {main!r}, run {i}: expected a 1-D sequence, got shape {row.shape}")
+                rows.append(row)
+            padded = False
         else:
-            family_source = "default"
-            for key in sorted(keys):
-                array = load(key)
-                if array.dtype == object or array.ndim != 1:
-                    raise CurveImportError(f"{path}: array {key!r} has shape {array.shape} and dtype {array.dtype}; without a "
-                                           "'losses' array every array must be one run, a 1-D array of losses")
-                values = _numeric(array, f"{path}: array {key!r}")
-                family, _, run = key.rpartition("/")
-                if family:
-                    family_source = "key prefix 'family/run'"
-                runs.append(_npz_run(values, np.arange(values.size, dtype=np.float64), key, family or None, f"{path}: array {key!r}"))
+            values = _numeric(losses, f"{path}: array {main!r}")
+            if values.ndim == 1:
+                values = values[None, :]
+            if values.ndim != 2:
+                raise CurveImportError(f"{path}: array {main!r} must be 2-D (one run per row), got shape {losses.shape}")
+            rows, padded = list(values), True
+        n = len(rows)
+        if n == 0:
+            raise CurveImportError(f"{path}: array {main!r} holds no runs")
+        run_ids = _strings(arrays, "run_id", n, path)
+        families = _strings(arrays, "family", n, path)
+        steps_all = None
+        if "steps" in keys:
+            steps_all = load("steps")
+            if steps_all.dtype == object:
+                steps_all = list(steps_all.ravel().tolist())
+            elif steps_all.ndim == 1 and n == 1:
+                steps_all = [steps_all]
+            if len(steps_all) != n:
+                raise CurveImportError(f"{path}: array 'steps' has {len(steps_all)} rows, {main!r} has {n}")
+        ignored = [k for k in keys if k not in (main, "run_id", "family", "steps")]
+        if ignored:
+            notes.append(f"ignored arrays in {path.name}: {ignored}")
+        width = len(str(n - 1))
+        ids = run_ids or [f"row{i:0{width}d}" for i in range(n)]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise CurveImportError(f"{path}: array 'run_id' names run {dup!r} more than once")
+        pad_values, pad_rows = 0, 0
+        for i, row in enumerate(rows):
+            where = f"{path}: array {main!r}, row {i} (run {ids[i]!r})"
+            if steps_all is not None:
+                steps = np.asarray(steps_all[i], dtype=np.float64).ravel()
+                if steps.size != row.size:
+                    raise CurveImportError(f"{where}: {steps.size} steps for {row.size} losses")
+            else:
+                steps = np.arange(row.size, dtype=np.float64)
+            if padded:
+                finite = np.flatnonzero(~np.isnan(row))
+                keep = int(finite[-1]) + 1 if finite.size else row.size  # an all-NaN row is a NaN-only run, not padding
+                if keep < row.size:
+                    pad_values += row.size - keep
+                    pad_rows += 1
+                row, steps = row[:keep], steps[:keep]
+            runs.append(_npz_run(row, steps, ids[i], families[i] if families else None, where))
+        if pad_rows:
+            transformations.append({"kind": "remove_padding", "rows": pad_rows, "values": pad_values,
+                                    "message": f"removed the trailing NaN padding of {_plural(pad_rows, 'row')} "
+                                               f"({_plural(pad_values, 'value')}) of {main!r}"})
+        family_source = "array 'family'" if families else "default"
+    else:
+        family_source = "default"
+        for key in sorted(keys):
+            array = load(key)
+            if array.dtype == object or array.ndim != 1:
+                raise CurveImportError(f"{path}: array {key!r} has shape {array.shape} and dtype {array.dtype}; without a "
+                                       "'losses' array every array must be one run, a 1-D array of losses")
+            values = _numeric(array, f"{path}: array {key!r}")
+            family, _, run = key.rpartition("/")
+            if family:
+                family_source = "key prefix 'family/run'"
+            runs.append(_npz_run(values, np.arange(values.size, dtype=np.float64), key, family or None, f"{path}: array {key!r}"))
     return _Read(runs, family_source, notes, transformations, unsorted=[r.run_id for r in runs if r.unsorted])
 
 
@@ -772,11 +770,10 @@ def _read_file(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"bank file {path} does not exist")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {k: archive[k] for k in archive.files}
-    except Exception as exc:
-        raise ValueError(f"{path}: not a bank file (cannot read it as .npz: {type(exc).__name__}: {exc})") from None
+    try:  # every member's header is checked against its size before anything is allocated
+        arrays = read_npz(path)
+    except ValueError as exc:
+        raise ValueError(f"not a bank file (cannot read it as .npz): {exc}") from None
     if "manifest" not in arrays:
         raise ValueError(f"{path}: not a bank file (no 'manifest' member); make one with `python -m core_env.curves import`")
     try:
