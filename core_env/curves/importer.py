@@ -145,18 +145,46 @@ def detect_format(source: str | os.PathLike) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- csv
+#: Steps must lie in [0, MAX_STEP] (int64 arithmetic on step differences stays exact).
+MAX_STEP = 2**62
+
+
 def _parse_step(text: str, where: str) -> int:
+    if "_" in text:  # Python's int()/float() would read "1_000" as 1000; a CSV number has no underscores
+        raise CurveImportError(f"{where}: step {text!r} is not a number")
     try:
-        return int(text)
+        step = int(text)
     except ValueError:
-        pass
+        try:
+            value = float(text)
+        except ValueError:
+            raise CurveImportError(f"{where}: step {text!r} is not a number") from None
+        if not math.isfinite(value) or not value.is_integer():
+            raise CurveImportError(f"{where}: step {text!r} is not an integer step")
+        step = int(value)
+    if not 0 <= step <= MAX_STEP:
+        raise CurveImportError(f"{where}: step {text!r} is outside [0, 2**62]")
+    return step
+
+
+def _parse_loss(text: str, where: str) -> float:
+    if "_" in text:
+        raise CurveImportError(f"{where}: loss {text!r} is not a number")
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        raise CurveImportError(f"{where}: step {text!r} is not a number") from None
-    if not math.isfinite(value) or not value.is_integer():
-        raise CurveImportError(f"{where}: step {text!r} is not an integer step")
-    return int(value)
+        raise CurveImportError(f"{where}: loss {text!r} is not a number") from None
+
+
+def _rows(reader: Any, path: Path):
+    """The reader's rows; a malformed line (e.g. a field over csv.field_size_limit()) is a CurveImportError naming it."""
+    while True:
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            raise CurveImportError(f"{path}: line {reader.line_num}: {error}") from None
 
 
 def _read_csv(path: Path, run_column: str, step_column: str, loss_column: str, family_column: str | None,
@@ -167,7 +195,10 @@ def _read_csv(path: Path, run_column: str, step_column: str, loss_column: str, f
     if not text.strip():
         raise CurveImportError(f"{path}: the file is empty")
     reader = csv.reader(io.StringIO(text), delimiter=delimiter)
-    header = [h.strip() for h in next(reader)]
+    try:
+        header = [h.strip() for h in next(reader)]
+    except csv.Error as error:  # e.g. a field over csv.field_size_limit()
+        raise CurveImportError(f"{path}: line {reader.line_num}: {error}") from None
     missing = [c for c in (run_column, step_column, loss_column) if c not in header]
     if family_required and family_column not in header:
         missing.append(family_column)
@@ -177,7 +208,7 @@ def _read_csv(path: Path, run_column: str, step_column: str, loss_column: str, f
     fam_col = header.index(family_column) if family_column in header else None
     per_run: dict[str, dict[str, list]] = {}
     blank, rows = 0, 0
-    for row in reader:
+    for row in _rows(reader, path):
         lineno = reader.line_num
         if not row or all(not cell.strip() for cell in row):
             blank += 1
@@ -190,11 +221,7 @@ def _read_csv(path: Path, run_column: str, step_column: str, loss_column: str, f
         if not run:
             raise CurveImportError(f"{where}: empty {run_column!r}")
         step = _parse_step(row[col[step_column]].strip(), f"{where}, column {step_column!r}")
-        loss_text = row[col[loss_column]].strip()
-        try:
-            loss = float(loss_text)
-        except ValueError:
-            raise CurveImportError(f"{where}, column {loss_column!r}: loss {loss_text!r} is not a number") from None
+        loss = _parse_loss(row[col[loss_column]].strip(), f"{where}, column {loss_column!r}")
         family = None
         if fam_col is not None:
             family = row[fam_col].strip()
