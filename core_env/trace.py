@@ -58,8 +58,10 @@ over (family-level knowledge and the trace only, never the task's own curve).
 
 Errors name the file and the line: missing columns for the layout, duplicate columns, rows with the wrong
 number of fields, empty or non-numeric values, non-finite, negative or pre-origin times, decreasing
-submission times with ``sort=False``, deadlines not later than their submission, non-positive durations,
-targets or rates, and an empty file or one without job rows.
+submission times with ``sort=False``, deadlines not later than their submission, non-positive targets,
+durations below :data:`MIN_DURATION` (1 ms), rates outside [:data:`MIN_BATCHES_PER_STEP`, 1e18], a job id
+that appears twice, a time that maps beyond :data:`MAX_STEP` (10^6 steps: the longest trace an episode
+replays), and an empty file or one without job rows.
 """
 
 from __future__ import annotations
@@ -78,8 +80,14 @@ from core_env.recipe import DEFAULT_RECIPE, TaskRecipe, draw_tasks, quantize
 from core_env.workload import MAX_BATCHES_PER_STEP, Workload, _reference_of
 
 LAYOUTS = ("generic", "elasticflow", "blox")
-#: Largest step a trace time may map to (steps stay exact in float64 and int64).
-MAX_STEP = 2**53
+#: The latest step a trace time may map to: an episode replays every step up to the last deadline, so a
+#: trace spanning more steps than this would run for hours (choose a larger ``step_seconds`` or cut it).
+MAX_STEP = 10**6
+#: Fewest batches one node-step may train (a trace ``rate`` below it would make demands overflow).
+MIN_BATCHES_PER_STEP = 1e-6
+#: Shortest job duration (seconds) a trace may give: the default step length is median(duration) / 60,
+#: and durations far below any real job's only make every step length degenerate.
+MIN_DURATION = 1e-3
 
 # Per layout, per field: the accepted column names (first present wins), and which fields are required.
 _COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -188,10 +196,11 @@ def _read_rows(path: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
 
 
 def _step(path: str, line: int, what: str, value: float, origin: float, step_seconds: float) -> int:
-    step = math.floor((value - origin) / step_seconds)
-    if step >= MAX_STEP:
-        raise ValueError(f"{path}: line {line}: {what} {value:g} maps to step {step} >= 2^53; choose a larger step_seconds")
-    return int(step)
+    step = (value - origin) / step_seconds
+    if not math.isfinite(step) or step > MAX_STEP:
+        raise ValueError(f"{path}: line {line}: {what} {value:g} maps to step {step:g}, beyond the longest trace an episode "
+                         f"replays ({MAX_STEP:,} steps); choose a larger step_seconds (now {step_seconds:g} s) or cut the trace")
+    return int(math.floor(step))
 
 
 def read_trace(path: str | os.PathLike, layout: str = "generic", step_seconds: float | None = None,
@@ -245,9 +254,13 @@ def read_trace(path: str | os.PathLike, layout: str = "generic", step_seconds: f
     time, deadline, target, rate, duration = (np.full(m, np.nan) for _ in range(5))
     family = np.full(m, "", dtype=object)
     job_id = np.array([fields[index["job_id"]] for _, fields in rows], dtype=object)
+    first_line: dict[str, int] = {}
     for i, (n, fields) in enumerate(rows):
         if job_id[i] == "":
             raise ValueError(f"{path}: line {n}: column {column['job_id']!r} is empty")
+        if job_id[i] in first_line:
+            raise ValueError(f"{path}: line {n}: job {job_id[i]!r} appears again (first on line {first_line[job_id[i]]}); each job once")
+        first_line[job_id[i]] = n
         t = time[i] = _number(path, n, column["time"], fields[index["time"]])
         if t < 0:
             raise ValueError(f"{path}: line {n}: column {column['time']!r}: submission time {t:g} is negative")
@@ -255,8 +268,8 @@ def read_trace(path: str | os.PathLike, layout: str = "generic", step_seconds: f
             cell = fields[index["duration"]]
             if cell != "" or "duration" in _REQUIRED[layout]:
                 d = duration[i] = _number(path, n, column["duration"], cell)
-                if d <= 0:
-                    raise ValueError(f"{path}: line {n}: column {column['duration']!r}: duration {d:g} must be > 0")
+                if d <= 0 or d < MIN_DURATION:
+                    raise ValueError(f"{path}: line {n}: column {column['duration']!r}: duration {d:g} must be >= {MIN_DURATION:g}")
         best_effort = "best_effort" in index and fields[index["best_effort"]] != "" and \
             _number(path, n, column["best_effort"], fields[index["best_effort"]]) == 1
         if "deadline" in index and fields[index["deadline"]] != "" and not best_effort:
@@ -270,8 +283,8 @@ def read_trace(path: str | os.PathLike, layout: str = "generic", step_seconds: f
                 raise ValueError(f"{path}: line {n}: column {column['target']!r}: target loss {v:g} must be > 0")
         if "rate" in index and fields[index["rate"]] != "":
             v = rate[i] = _number(path, n, column["rate"], fields[index["rate"]])
-            if not 0 < v <= MAX_BATCHES_PER_STEP:
-                raise ValueError(f"{path}: line {n}: column {column['rate']!r}: rate {v:g} must be > 0 and <= {MAX_BATCHES_PER_STEP:g}")
+            if not MIN_BATCHES_PER_STEP <= v <= MAX_BATCHES_PER_STEP:
+                raise ValueError(f"{path}: line {n}: column {column['rate']!r}: rate {v:g} must be in [{MIN_BATCHES_PER_STEP:g}, {MAX_BATCHES_PER_STEP:g}]")
         if "family" in index:
             family[i] = fields[index["family"]]
     if not sort:
@@ -423,5 +436,5 @@ def trace_workload(trace: Trace, bank: CurveBank, rng: np.random.Generator, reci
     return Workload(bank, arrival, deadline, target, rate, curve, demand, int(arrival[-1]) + 1)
 
 
-__all__ = ["HORIZON_MARGIN", "LAYOUTS", "MAX_STEP", "Trace", "read_trace", "trace_file", "trace_horizon", "trace_workload"]
+__all__ = ["HORIZON_MARGIN", "LAYOUTS", "MAX_STEP", "MIN_BATCHES_PER_STEP", "MIN_DURATION", "Trace", "read_trace", "trace_file", "trace_horizon", "trace_workload"]
 
