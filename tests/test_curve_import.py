@@ -6,6 +6,7 @@ Every source file is small and written by the test itself; the whole module runs
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import sys
 import time
@@ -18,7 +19,7 @@ from core_env.curves import CurveBank
 from core_env.curves.__main__ import main as cli
 from core_env.curves.bank import LOSS_CEIL, LOSS_FLOOR
 from core_env.curves.flags import DIVERGED, EXPLODE_FACTOR, NON_LEARNER, flag_runs
-from core_env.curves.importer import CurveImportError, import_curves, load_bank, read_bank_manifest, write_bank
+from core_env.curves.importer import CurveImportError, _manifest_sha256, import_curves, load_bank, read_bank_manifest, write_bank
 from core_env.npz import write_npz
 
 
@@ -106,7 +107,7 @@ def test_csv_round_trip_unsorted_rows(tmp_path):
     assert _kinds(imported) == ["sort_steps"]
     digest = write_bank(tmp_path / "bank.npz", imported)
     manifest = read_bank_manifest(tmp_path / "bank.npz")
-    assert manifest["format"] == "core_env.curves.bank" and manifest["format_version"] == 1
+    assert manifest["format"] == "core_env.curves.bank" and manifest["format_version"] == 2
     assert manifest["source"]["format"] == "csv" and len(manifest["source"]["sha256"]) == 64
     assert manifest["steps"] == {"unit": 1, "unit_source": "auto (greatest common divisor of the logged step differences)", "resampled": False}
     full = load_bank(tmp_path / "bank.npz", split="all")
@@ -387,10 +388,54 @@ def test_load_bank_verifies_checksums(tmp_path, capsys):
     manifest["format_version"] = 99
     arrays["manifest"] = np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8)
     write_npz(path, arrays)
-    with pytest.raises(ValueError, match="bank format version 99; this core_env reads version 1"):
+    with pytest.raises(ValueError, match="bank format version 99; this core_env reads version 2"):
         load_bank(path)
+    for edit, message in ((lambda m: m.update(name="id"), "checksum mismatch for the manifest"),  # renamed by hand
+                          (lambda m: m["runs"].pop(), "checksum mismatch for the manifest")):
+        manifest = json.loads(json.dumps(_manifest_of(tmp_path, src)))
+        edit(manifest)
+        write_npz(path, {**_arrays_of(tmp_path, src), "manifest": np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8)})
+        with pytest.raises(ValueError, match=message):
+            load_bank(path)
+    # values out of range or unknown flags behind checksums recomputed to match them
+    for key, change, message in (("values", lambda a: a.__setitem__(0, -1.0), r"losses must be floats in \[1e-06, 1e\+06\]"),
+                                 ("flags", lambda a: a.__setitem__(0, 255), "run flags may only combine")):
+        arrays = _arrays_of(tmp_path, src)
+        arrays[key] = arrays[key].copy()
+        change(arrays[key])
+        manifest = _manifest_of(tmp_path, src)
+        manifest["arrays"][key]["sha256"] = hashlib.sha256(np.ascontiguousarray(arrays[key]).tobytes()).hexdigest()
+        manifest["manifest_sha256"] = _manifest_sha256(manifest)
+        write_npz(path, {**arrays, "manifest": np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8)})
+        with pytest.raises(ValueError, match=message):
+            load_bank(path)
     np.savez(tmp_path / "plain.npz", values=np.ones(3))
     with pytest.raises(ValueError, match=r"plain\.npz: not a bank file \(no 'manifest' member\)"):
         load_bank(tmp_path / "plain.npz")
     with pytest.raises(ValueError, match="unknown split"):
         load_bank(tmp_path / "plain.npz", split="test")
+
+
+def _written(tmp_path, src):
+    path = tmp_path / "fresh.npz"
+    write_bank(path, import_curves(src))
+    with np.load(path) as archive:
+        return {k: archive[k] for k in archive.files}
+
+
+def _arrays_of(tmp_path, src):
+    arrays = _written(tmp_path, src)
+    arrays.pop("manifest")
+    return arrays
+
+
+def _manifest_of(tmp_path, src):
+    return json.loads(_written(tmp_path, src)["manifest"].tobytes())
+
+
+def test_a_bank_may_not_take_a_built_in_task_set_name(tmp_path):
+    src = tmp_path / "id.csv"
+    src.write_text("run_id,step,loss\na,0,1.0\na,1,0.5\na,2,0.4\nb,0,1.0\nb,1,0.6\nb,2,0.5\n")
+    with pytest.raises(CurveImportError, match=r"id\.csv: the bank would be named 'id', a built-in task set's name; pass name="):
+        import_curves(src)
+    assert import_curves(src, name="my_id").manifest["name"] == "my_id"

@@ -62,7 +62,9 @@ from core_env.npz import read_npz, write_npz
 
 #: Identifies a bank file and its layout version (bumped on any incompatible change).
 FORMAT = "core_env.curves.bank"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the manifest carries its own sha256 (manifest_sha256)
+#: Names a bank may not take: the built-in task sets (a bank named ``id`` would pass for the corpus's).
+RESERVED_NAMES = ("id", "rl_ood", "vit_ood", "stress")
 FORMATS = ("csv", "npz", "tensorboard")
 SPLITS = ("train", "eval", "all")
 SPLIT_CODES = {"train": 0, "eval": 1}
@@ -745,10 +747,13 @@ def import_curves(
         run_entries.append({"run_id": r.run_id, "family": r.family, "split": "eval" if s else "train", "flags": int(f), "flag_names": describe(f),
                             "logged_points": int(r.losses.size), "first_step": int(steps[0]),
                             "last_step": int(steps[0]) + step_unit * (int(c.size) - 1), "points": int(c.size)})
+    bank_name = str(name) if name else (path.stem if path.is_file() else path.name)
+    if bank_name in RESERVED_NAMES:
+        raise CurveImportError(f"{path}: the bank would be named {bank_name!r}, a built-in task set's name; pass name= / --name")
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "name": str(name) if name else (path.stem if path.is_file() else path.name),
+        "name": bank_name,
         "source": source_info,
         "options": {"format": fmt, "tag": tag, "eval_share": float(eval_share), "seed": seed,
                     "family_column": family_column, "run_column": run_column, "step_column": step_column, "loss_column": loss_column,
@@ -779,6 +784,12 @@ def import_curves(
 
 
 # --------------------------------------------------------------------------------------- bank files
+def _manifest_sha256(manifest: dict[str, Any]) -> str:
+    """sha256 of the manifest's canonical JSON without its own ``manifest_sha256`` entry."""
+    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False).encode("utf-8")).hexdigest()
+
+
 def write_bank(path: str | os.PathLike, imported: ImportedBank) -> str:
     """Write ``imported`` as a bank file at ``path`` (atomic, byte-reproducible); return its sha256.
 
@@ -788,6 +799,7 @@ def write_bank(path: str | os.PathLike, imported: ImportedBank) -> str:
     arrays = imported.arrays()
     manifest = dict(imported.manifest)
     manifest["arrays"] = {k: {"dtype": arrays[k].dtype.str, "shape": list(arrays[k].shape), "sha256": _array_sha256(arrays[k])} for k in ARRAYS}
+    manifest["manifest_sha256"] = _manifest_sha256(manifest)
     text = json.dumps(manifest, indent=1, sort_keys=True, allow_nan=False)
     arrays["manifest"] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     return write_npz(Path(path), arrays)
@@ -810,7 +822,12 @@ def _read_file(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{path}: not a bank file (format {manifest.get('format')!r}, expected {FORMAT!r})")
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{path}: bank format version {manifest.get('format_version')!r}; this core_env reads version {FORMAT_VERSION}")
+        raise ValueError(f"{path}: bank format version {manifest.get('format_version')!r}; this core_env reads version {FORMAT_VERSION} "
+                         "(import the curves again with `python -m core_env.curves import`)")
+    if manifest.get("manifest_sha256") != _manifest_sha256(manifest):
+        raise ValueError(f"{path}: checksum mismatch for the manifest (its name, runs, splits or counts were edited or damaged)")
+    if manifest.get("name") in RESERVED_NAMES:
+        raise ValueError(f"{path}: the bank is named {manifest['name']!r}, a built-in task set's name; import it under another name")
     expected = manifest.get("arrays", {})
     for key in ARRAYS:
         if key not in arrays or key not in expected:
@@ -829,6 +846,11 @@ def _read_file(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str
         raise ValueError(f"{path}: split/family/run_id/manifest runs must have one entry per run ({n})")
     if np.any(arrays["split"] > 1):
         raise ValueError(f"{path}: split codes must be 0 (train) or 1 (eval)")
+    values = arrays["values"]
+    if values.dtype.kind != "f" or not np.all((values >= LOSS_FLOOR) & (values <= LOSS_CEIL)):
+        raise ValueError(f"{path}: losses must be floats in [{LOSS_FLOOR:g}, {LOSS_CEIL:g}] (the importer clips them there)")
+    if np.any(arrays["flags"] & ~np.uint8(DIVERGED | NON_LEARNER)):
+        raise ValueError(f"{path}: run flags may only combine DIVERGED ({DIVERGED}) and NON_LEARNER ({NON_LEARNER})")
     return arrays, manifest
 
 
