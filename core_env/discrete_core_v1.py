@@ -161,7 +161,9 @@ The same keyword names in every view (validated by `core_env.config.EnvConfig`, 
   reproduces the same decoded task tables on any machine).
 - `reset(options={"suite": "eval", "suite_dir": DIR, "root": r, "episode": e})` replays a suite you
   generated (`DIR/{task set name}__{load}.npz`, Generated suites below); `reset(options={"suite":
-  "path/to/file.npz", "root": r, "episode": e})` replays one suite file.
+  "path/to/file.npz", "root": r, "episode": e})` replays one suite file. A suite's load is per node,
+  so it replays only on the N it was generated for (a ValueError says so); add `"any_nodes": True` to
+  replay it on another N on purpose.
 - `reset(options={"workload": w})` replays any `core_env.workload.Workload`.
 - Unknown option keys give a warning, not an error (PettingZoo's tests pass `{"options": 1}`).
 

@@ -492,6 +492,13 @@ def load_suite_file(path: str | os.PathLike, root: int, episode: int, task_set: 
 # Choosing the workload of an episode
 
 
+def _check_suite_nodes(meta: dict[str, Any], n_nodes: int, name: str) -> None:
+    generated = meta.get("n_nodes")
+    if generated is not None and generated != n_nodes:
+        raise ValueError(f"suite {name} was generated for n_nodes={generated} (its load is per node); this env has n_nodes={n_nodes}: "
+                         "replay it on that many nodes, or pass options['any_nodes']=True to replay it on these on purpose")
+
+
 def select_workload(config: EnvConfig, rng: np.random.Generator, options: dict[str, Any] | None) -> Workload:
     """The workload for ``reset(seed, options)``.
 
@@ -499,12 +506,13 @@ def select_workload(config: EnvConfig, rng: np.random.Generator, options: dict[s
     "episode": e}`` (optionally ``"task_set"``, ``"load"``, defaulting to the config's) replays a
     pre-generated evaluation workload: a committed one, or with ``"suite_dir": DIR`` one written by
     :func:`write_suite` / ``python -m core_env.suites generate`` (``DIR/{task set name}__{load}.npz``);
-    ``{"suite": PATH, "root": r, "episode": e}`` replays the suite file at PATH. Without options a
-    workload is drawn from ``rng`` on the task set's train curves by the config's recipe. Unknown option
-    keys are ignored with a warning.
+    ``{"suite": PATH, "root": r, "episode": e}`` replays the suite file at PATH. A suite's load is per
+    node, so it is replayed only on as many nodes as it was generated for (its meta's ``n_nodes``), unless
+    ``"any_nodes": True`` says the other N is meant. Without options a workload is drawn from ``rng`` on
+    the task set's train curves by the config's recipe. Unknown option keys are ignored with a warning.
     """
     options = dict(options or {})
-    known = {"workload", "suite", "suite_dir", "task_set", "load", "root", "episode"}
+    known = {"workload", "suite", "suite_dir", "task_set", "load", "root", "episode", "any_nodes"}
     unknown = sorted(set(options) - known)
     if unknown:
         warnings.warn(f"ignoring unknown reset option(s) {unknown}; known options: {sorted(known)}", stacklevel=3)
@@ -518,10 +526,16 @@ def select_workload(config: EnvConfig, rng: np.random.Generator, options: dict[s
             if not isinstance(options.get(key, 0), (int, np.integer)) or isinstance(options.get(key, 0), bool):
                 raise TypeError(f"options[{key!r}] must be an int, got {options.get(key)!r}")
         root, episode = int(options.get("root", 0)), int(options.get("episode", 0))
+        any_nodes = options.get("any_nodes", False)
+        if not isinstance(any_nodes, bool):
+            raise TypeError(f"options['any_nodes'] must be a bool, got {any_nodes!r}")
         suite = options["suite"]
         if suite != "eval":
             if isinstance(suite, os.PathLike) or (isinstance(suite, str) and (suite.endswith(".npz") or os.path.isfile(suite))):
-                return load_suite_file(suite, root, episode, task_set=options.get("task_set", config.task_set))
+                workload = load_suite_file(suite, root, episode, task_set=options.get("task_set", config.task_set))
+                if not any_nodes:
+                    _check_suite_nodes(suite_file_meta(suite), config.n_nodes, str(suite))
+                return workload
             raise ValueError(f"unknown suite {suite!r}; use 'eval' (the committed suites, or with 'suite_dir' a directory of "
                              "generated ones) or the path of a suite file")
         task_set = options.get("task_set", config.task_set if config.bank_path is not None else config.task_set_name)
@@ -534,7 +548,10 @@ def select_workload(config: EnvConfig, rng: np.random.Generator, options: dict[s
                                  "{'suite': 'eval', 'suite_dir': DIR, ...}")
             if not isinstance(load, str):
                 raise ValueError(f"suites are pre-generated for named loads {sorted(LOADS)}, got load={load!r}")
-        return load_suite(task_set, load, root, episode, suite_dir)
+        workload = load_suite(task_set, load, root, episode, suite_dir)
+        if not any_nodes:
+            _check_suite_nodes(suite_meta(task_set, load, suite_dir), config.n_nodes, f"{task_set}/{load}")
+        return workload
     if config.task_set == "stress":
         return stress_workload(config.n_nodes)
     return draw_workload(config.bank("train"), config.arrival_intensity, config.arrival_steps, rng, config.recipe, n_nodes=config.n_nodes)

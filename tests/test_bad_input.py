@@ -230,6 +230,7 @@ def test_unknown_reset_options_warn_instead_of_failing():
     ({"suite": "eval", "task_set": "stress"}, ValueError, r"no evaluation suite for task set 'stress'"),
     ({"suite": "eval", "load": "heavy"}, ValueError, r"no evaluation suite for load 'heavy'"),
     ({"suite": "eval", "load": 0.3}, ValueError, r"named loads"),
+    ({"suite": "eval", "any_nodes": 1}, TypeError, r"options\['any_nodes'\] must be a bool"),
     ({"suite": "test"}, ValueError, r"unknown suite 'test'"),
     ({"workload": "w"}, TypeError, r"options\['workload'\] must be a Workload"),
 ])
@@ -238,7 +239,7 @@ def test_bad_suite_options_raise_and_a_later_reset_works(options, exc, match):
     with pytest.raises(exc, match=match):
         env.reset(seed=1, options=options)
     assert env.agents == []
-    good = {"suite": "eval", "root": 4, "episode": 3}
+    good = {"suite": "eval", "root": 4, "episode": 3, "any_nodes": True}  # CONFIG has 3 nodes, the suites 4
     reference = discrete_core_v1.parallel_env(**CONFIG)
     assert trajectory_digest(env.reset(options=good)) == trajectory_digest(reference.reset(options=good))
 
@@ -264,7 +265,7 @@ def test_corrupted_suite_file_fails_with_a_checksum_mismatch(suite_copy):
     env = discrete_core_v1.parallel_env(**CONFIG)
     with pytest.raises(ValueError, match="checksum mismatch"):
         env.reset(options={"suite": "eval", "task_set": "id", "load": "train"})
-    env.reset(options={"suite": "eval", "task_set": "id", "load": "x2"})  # intact files still load
+    env.reset(options={"suite": "eval", "task_set": "id", "load": "x2", "any_nodes": True})  # intact files still load (on 3 nodes: asked)
 
 
 def test_truncated_suite_file_fails_with_a_checksum_mismatch(suite_copy):
@@ -317,3 +318,11 @@ def test_workloads_are_read_only():
     w = tiny_workload([(0, 5, 1.0, 1.0)])
     with pytest.raises(ValueError, match="read-only"):
         w.deadline[0] = 99
+
+
+def test_a_suite_replays_only_on_the_nodes_it_was_generated_for_unless_asked():
+    env = discrete_core_v1.parallel_env(n_nodes=8)
+    with pytest.raises(ValueError, match=r"suite id/train was generated for n_nodes=4 .* this env has n_nodes=8.*any_nodes"):
+        env.reset(options={"suite": "eval", "root": 0, "episode": 0})
+    env.reset(options={"suite": "eval", "root": 0, "episode": 0, "any_nodes": True})  # on purpose
+    assert env.agents == [f"node_{i}" for i in range(8)]

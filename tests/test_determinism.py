@@ -18,7 +18,7 @@ from core_env.sim import Simulator
 from core_env.workload import load_suite
 
 CONFIG = {"n_nodes": 3, "n_slots": 5, "arrival_steps": 50, "switch_cost": 0.2, "node_speeds": (1.0, 0.5, 2.0)}
-SUITE = {"suite": "eval", "task_set": "rl_ood", "load": "x1.5", "root": 2, "episode": 1}
+SUITE = {"suite": "eval", "task_set": "rl_ood", "load": "x1.5", "root": 2, "episode": 1, "any_nodes": True}  # on 3 nodes, on purpose
 
 
 def workload_arrays(workload):
