@@ -27,12 +27,22 @@ from test_mat import TOY_CONFIG, toy_ppo, toy_workload
     (["--value-norm-decay", "1"], "value_norm_decay must be"),
     (["--n-heads", "3"], "multiple of n_heads"),
     (["--bc-until", "-1"], "bc_until must be"),
+    (["--seed", str(2**70)], "seed must be an integer >= 0 and <= 4294967295"),  # was an OverflowError traceback
+    (["--num-envs", "1000000000"], "num_envs must be an integer >= 1 and <= 4096"),  # was a MemoryError
 ])
 def test_invalid_hyperparameters_are_refused_before_training(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as stopped:
         parse_args(["--out", str(tmp_path / "run"), "--steps", "100", *flags])
     assert stopped.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_an_output_directory_that_cannot_be_written_exits_2_before_training(capsys):
+    from mara_agents.mat.ppo import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--out", "/proc/self/run", "--steps", "10"])
+    assert stopped.value.code == 2 and "--out /proc/self/run cannot be written" in capsys.readouterr().err
 
 
 def test_valid_edges_are_accepted():

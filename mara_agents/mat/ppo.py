@@ -41,6 +41,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -94,6 +95,12 @@ LIMITS: dict[str, tuple[tuple[float, Callable], tuple[float, Callable], str]] = 
     "value_norm_decay": ((0, _GE), (1, _LT), "float"),
     "bc_decay": ((0, _GE), (1, _LE), "float"),
 }
+#: Upper bounds that keep a run within what one machine can hold (a seed within torch's and numpy's range).
+_CAPS = {"seed": 2**32 - 1, "num_envs": 4096, "env_groups": 4096, "rollout": 100_000, "epochs": 1000, "minibatches": 1_000_000,
+         "d_model": 4096, "n_heads": 256, "enc_layers": 64, "dec_layers": 64, "eval_episodes": 100_000, "threads": 1024,
+         "demo_episodes": 100_000, "bc_batch": 1_000_000, "steps": 10**12, "bc_until": 10**9}
+for _name, _cap in _CAPS.items():
+    LIMITS[_name] = (LIMITS[_name][0], (_cap, _LE), LIMITS[_name][2])
 
 
 def _interval(low: tuple[float, Callable], high: tuple[float, Callable]) -> str:
@@ -778,6 +785,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[PPOConfig, Path]:
 def main(argv: list[str] | None = None) -> None:
     cfg, out = parse_args(argv)
     torch.set_num_threads(cfg.threads)
+    try:  # a directory that cannot be made or written (e.g. under /proc) fails here, before any training
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        print(f"python -m mara_agents.mat.ppo: error: --out {out} cannot be written: {error.strerror or error}", file=sys.stderr)
+        raise SystemExit(2) from None
     trainer = Trainer(cfg, out)
     try:
         manifest = trainer.run()
