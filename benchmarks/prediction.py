@@ -557,6 +557,8 @@ def figure(result: dict[str, Any]) -> Any:
     task_sets, rows = result["task_sets"], result["rows"]
     fig, axes = plt.subplots(2, len(task_sets), figsize=(4.6 * len(task_sets), 7.6), squeeze=False)
     x = np.arange(len(BUCKET_LABELS))
+    palette = plt.get_cmap("tab20").colors  # one colour per row (the default cycle repeats after 10 rows)
+    colour = {row: palette[i % len(palette)] for i, row in enumerate(rows)}
     for col, task_set in enumerate(task_sets):
         top, bottom = axes[0][col], axes[1][col]
         for row in rows:
@@ -565,11 +567,12 @@ def figure(result: dict[str, Any]) -> Any:
             y = np.array([by[b]["mae"] if b in by else np.nan for b in BUCKET_LABELS], dtype=float)
             ci = [by[b]["mae_ci"] if b in by and by[b]["mae_ci"] else [np.nan, np.nan] for b in BUCKET_LABELS]
             err = np.abs(np.array([[y[i] - ci[i][0] for i in x], [ci[i][1] - y[i] for i in x]]))
-            top.errorbar(x, y, yerr=np.nan_to_num(err), linestyle=style, marker="o", markersize=4, capsize=3, label=row)
+            top.errorbar(x, y, yerr=np.nan_to_num(err), linestyle=style, marker="o", markersize=4, capsize=3, label=row, color=colour[row])
             if ALL in by:
                 curve = by[ALL]["reliability"]
                 keep = [i for i, n in enumerate(curve["count"]) if n]
-                bottom.plot([curve["mean_p"][i] for i in keep], [curve["rate"][i] for i in keep], linestyle=style, marker="o", markersize=3)
+                bottom.plot([curve["mean_p"][i] for i in keep], [curve["rate"][i] for i in keep], linestyle=style, marker="o", markersize=3,
+                            color=colour[row])
         top.set_xticks(x, [f"k {b}" for b in BUCKET_LABELS])
         top.set_title(task_set)
         top.grid(alpha=0.3)

@@ -310,15 +310,16 @@ def gantt_figure(rows: Sequence[str], plt) -> bytes:
 
 def _load_figure(table: dict[str, Any], loads: list[str], plt) -> bytes:
     """Completion (average over task sets) against load, one line per row."""
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    for row, cells in table.items():
-        if not all(f"average/{load}" in cells for load in loads):
-            continue
+    fig, ax = plt.subplots(figsize=(8.5, 4.2))
+    palette, styles = plt.get_cmap("tab20").colors, ("-", "--", ":")  # a distinct colour/line pair for up to 60 rows
+    drawn = [(row, cells) for row, cells in table.items() if all(f"average/{load}" in cells for load in loads)]
+    for i, (row, cells) in enumerate(drawn):
         ax.errorbar(loads, [cells[f"average/{load}"]["mean"] for load in loads], yerr=[cells[f"average/{load}"]["sd"] for load in loads],
-                    marker="o", capsize=2, label=row)
+                    marker="o", markersize=3, capsize=2, label=row, color=palette[i % len(palette)], linestyle=styles[(i // len(palette)) % len(styles)])
     ax.set_xlabel("load")
     ax.set_ylabel("completion % (average of task sets)")
-    ax.legend(fontsize=6, ncol=2)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, ncol=1, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     data = figure_png(fig, dpi=110)
     plt.close(fig)
