@@ -284,7 +284,10 @@ without arguments regenerates the committed suites, byte for byte.
 `EnvConfig(recipe=TaskRecipe(slack=(1.0, 2.0)))`, or a dict `recipe={"slack": [1.0, 2.0]}` (missing
 fields keep the v1 defaults), sets how seeded workloads draw targets, rates and deadlines (`budget_share`,
 `target_quantile`, `typical_run_steps`, `rate_spread`, `slack`; meanings in Workloads and seeds above
-and in `core_env.recipe`). Unknown fields and out-of-range values raise `ValueError` naming the field;
+and in `core_env.recipe`). A recipe may ask at most 10,000 node-steps of one task: a whole typical run at
+the slowest rate (`typical_run_steps / rate_spread[0]`) and the longest deadline window
+(`slack[1] * budget_share[1] * typical_run_steps`), so that a reset's memory and time stay bounded.
+Unknown fields and out-of-range values raise `ValueError` naming the field;
 anything but a recipe or a dict raises `TypeError`. The default is the v1 recipe (`DEFAULT_RECIPE`),
 the one the committed suites were generated with (recorded in their meta as `recipe`). The same
 recipes drive `python -m core_env.suites generate --recipe`, and benchmark results files record the

@@ -58,6 +58,11 @@ def _pair(name: str, value: Any, low: float, high: float) -> tuple[float, float]
     return a, b
 
 
+#: Most node-steps a recipe may ask of one task: a whole typical run at its slowest rate, and its longest
+#: deadline window (the defaults: 120 and 180). Bounds what a reset can allocate and compute.
+MAX_RECIPE_STEPS = 10_000
+
+
 @dataclasses.dataclass(frozen=True)
 class TaskRecipe:
     """How targets, compute rates and deadlines are drawn (module docstring). Validated on creation.
@@ -87,6 +92,14 @@ class TaskRecipe:
         if isinstance(steps, bool) or not isinstance(steps, (int, float)) or not 1.0 <= float(steps) <= 1e6:
             raise ValueError(f"TaskRecipe.typical_run_steps must be a number in [1, 1e6], got {steps!r}")
         object.__setattr__(self, "typical_run_steps", float(steps))
+        slowest = self.typical_run_steps / self.rate_spread[0]  # node-steps to walk a whole run at the slowest rate
+        if slowest > MAX_RECIPE_STEPS:
+            raise ValueError(f"TaskRecipe: typical_run_steps / rate_spread[0] = {slowest:g} node-steps for a whole run at the slowest "
+                             f"rate; at most {MAX_RECIPE_STEPS:,} (every task's demand is found by walking its curve step by step)")
+        longest = self.slack[1] * self.budget_share[1] * self.typical_run_steps  # the longest deadline window
+        if longest > MAX_RECIPE_STEPS:
+            raise ValueError(f"TaskRecipe: slack[1] * budget_share[1] * typical_run_steps = {longest:g} steps of deadline window; "
+                             f"at most {MAX_RECIPE_STEPS:,} (the simulator keeps a task's reports over its window)")
 
     def as_dict(self) -> dict[str, Any]:
         """The recipe as JSON-ready values (recorded in suite files)."""

@@ -109,3 +109,13 @@ def test_plan_interleaves_families():
     assert {t[0] for t in tasks[:3]} == set(runs)  # every family in the first round
     assert tasks[0][0] == "mlp_wine"  # cheapest first
     assert sorted((f, k) for f, k, _ in tasks) == sorted((f, k) for f, n in runs.items() for k in range(-(-n // 10)))
+
+
+def test_a_demand_that_would_walk_too_many_reports_is_refused_naming_the_rate():
+    from core_env.curves import bank_for
+    from core_env.curves.bank import MAX_DEMAND_WALK
+
+    bank = bank_for("id", "train")
+    assert bank.demands(np.array([0]), np.array([0.5]), np.array([1.0]))[0] > 0  # an ordinary rate
+    with pytest.raises(ValueError, match=rf"would walk .* reports \(at most {MAX_DEMAND_WALK:,}\); the slowest trains 1e-09 batches"):
+        bank.demands(np.array([0, 1]), np.array([0.5, 0.5]), np.array([1e-9, 1.0]))

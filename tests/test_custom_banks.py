@@ -127,6 +127,9 @@ def test_the_recipe_is_configuration_and_changes_seeded_draws(bank):
     ({"budget_share": (0.0, 1.0)}, ValueError, r"TaskRecipe.budget_share"),
     ({"typical_run_steps": "60"}, ValueError, r"TaskRecipe.typical_run_steps must be a number"),
     ({"rate_spread": 2.0}, ValueError, r"TaskRecipe.rate_spread must be a pair of numbers"),
+    ({"rate_spread": (1e-6, 1e-6)}, ValueError, r"typical_run_steps / rate_spread\[0\] = 6e\+07 node-steps .* at most 10,000"),  # was 93.9 GiB
+    ({"typical_run_steps": 1e6}, ValueError, r"typical_run_steps / rate_spread\[0\] = 2e\+06"),  # was a 162 s reset
+    ({"slack": (1.0, 1e6)}, ValueError, r"slack\[1\] \* budget_share\[1\] \* typical_run_steps = 6e\+07 steps of deadline window"),
     ([0.1, 1.0], TypeError, r"recipe must be a TaskRecipe or a dict"),
 ])
 def test_bad_recipes_raise_clear_errors(recipe, exc, match, bank, tmp_path):

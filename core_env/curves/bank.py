@@ -27,6 +27,10 @@ def plateau_window(length: int) -> int:
     return int(min(length, max(10, length // 20)))
 
 
+#: Most nominal reports :meth:`CurveBank.demands` walks in one call (~1.6 GB of float64 edges and integrals at the limit).
+MAX_DEMAND_WALK = 100_000_000
+
+
 class CurveBank:
     """Immutable bank of loss curves stored flat (struct of arrays).
 
@@ -152,7 +156,13 @@ class CurveBank:
         out = np.full(curve.size, np.inf)
         if curve.size == 0:
             return out
-        steps = np.ceil(np.maximum(self.lengths[curve] - start, 0.0) / bps).astype(np.int64) + 1
+        walk = np.ceil(np.maximum(self.lengths[curve] - start, 0.0) / bps)
+        if not np.all(np.isfinite(walk)) or walk.sum() > MAX_DEMAND_WALK:
+            slow = int(np.argmax(np.where(np.isfinite(walk), walk, np.inf)))
+            raise ValueError(f"the demands of these {curve.size} tasks would walk {walk.sum():,.0f} reports (at most {MAX_DEMAND_WALK:,}); "
+                             f"the slowest trains {bps[slow]:g} batches per node-step on a curve of {self.lengths[curve[slow]]:g} batches: "
+                             "give such tasks larger rates")
+        steps = walk.astype(np.int64) + 1
         edges_per_task = steps + 1
         owner = np.repeat(np.arange(curve.size), edges_per_task)
         first_edge = np.cumsum(edges_per_task) - edges_per_task
