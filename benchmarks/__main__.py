@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 #: Suite name -> (module with ``main(argv) -> int``, one-line description).
 SUITES = {
-    "quick": ("benchmarks.quick", "heuristics and learning-aware allocators on id/train (10 evaluation roots) and the stress scenario, with the MILP ceiling"),
+    "quick": ("benchmarks.quick", "heuristics and learning-aware allocators on id/train (10 evaluation roots) and the stress scenario, with the slot-relaxed MILP (an upper bound)"),
     "ceilings": ("benchmarks.ceilings", "the MILP offline optimum of every committed evaluation episode (stored with the suites)"),
     "leakage": ("benchmarks.leakage", "leak audit: does the deadline window give the hidden demand away? (window-EDF vs EDF vs oracle, MILP)"),
-    "calibration": ("benchmarks.calibration", "FIFO, EDF, clairvoyant, the MILP ceiling and the feasibility relaxation per task set and load"),
+    "calibration": ("benchmarks.calibration", "FIFO, EDF, clairvoyant, the slot-relaxed MILP and the feasibility relaxation per task set and load"),
     "perf": ("benchmarks.perf", "env-steps/s of the PettingZoo, Gymnasium and batched views vs a minimal ParallelEnv"),
     "prediction": ("benchmarks.prediction", "Table 1: remaining-demand prediction error per task set and predictor"),
     "paper": ("benchmarks.report:paper", "Table 2: completion of every agent per task set at the training load and heavier loads"),

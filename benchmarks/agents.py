@@ -68,7 +68,7 @@ REGISTERED: dict[str, tuple[Callable[[], Agent], str]] = {}
 
 
 def knows_demand(row: str) -> bool:
-    """True for rows that are told the hidden demand (``clairvoyant``, ``…:oracle``) and for the MILP ceiling."""
+    """True for rows that are told the hidden demand (``clairvoyant``, ``…:oracle``) and for the slot-relaxed MILP row."""
     return row in ORACLE_ROWS or row.split(",")[0].partition(":")[2] == "oracle"
 
 

@@ -36,7 +36,7 @@ def evaluate(agent: str | Agent | Callable[[], Agent], suite: str = "paper", out
              name: str | None = None, against: Sequence[str] = AGAINST, scenarios: Sequence[str] | None = None,
              roots: int | None = None, episodes: int | None = None, workers: int = 1, progress: bool = False,
              task_set: str | None = None) -> dict[str, Any]:
-    """Run ``agent`` through ``suite`` beside the shipped rows ``against`` and the MILP ceiling.
+    """Run ``agent`` through ``suite`` beside the shipped rows ``against`` and the slot-relaxed MILP (an upper bound).
 
     Args:
         agent: a row name (shipped, or third-party ``module.path:attr``), an :class:`Agent`, an Agent

@@ -22,7 +22,7 @@ from core_env.recipe import DEFAULT_RECIPE, TaskRecipe, recipe_from
 #: Arrival intensity per node of the named loads: in each step of the arrival window, each node's users
 #: submit a task with this probability, so a step brings Binomial(N, intensity) tasks and the pressure
 #: per node is the same at N = 4 and N = 256. ``train`` is the training load; the others scale it.
-#: Calibration (EDF well below the MILP ceiling at ``train``) is in docs/curves.md.
+#: Calibration (EDF well below the slot-relaxed MILP at ``train``) is in docs/curves.md.
 TRAIN_INTENSITY = 0.1
 LOADS: dict[str, float] = {"train": TRAIN_INTENSITY, "x1.25": 1.25 * TRAIN_INTENSITY, "x1.5": 1.5 * TRAIN_INTENSITY, "x2": 2 * TRAIN_INTENSITY}
 

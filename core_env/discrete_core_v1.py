@@ -229,7 +229,7 @@ family to the corpus instead.
 
 **Stress.** `task_set="stress"`: a deterministic constructed scenario (N = 4: 13 feasible tasks with
 slack exactly 1 and 7 never-finishing decoys that arrive earlier and have earlier deadlines) where FIFO
-and EDF complete 0%, while the MILP ceiling and a clairvoyant scheduler reach 65%.
+and EDF complete 0%, while the slot-relaxed MILP and a clairvoyant scheduler reach 65%.
 See `core_env.workload.stress_workload`.
 
 ## Custom curve banks

@@ -168,7 +168,7 @@ def stress_workload(n_nodes: int = 4, feasible: int = 13) -> Workload:
     arrive earlier and have earlier deadlines, and N of them are active at the first N feasible arrivals;
     after that, each feasible arrival sees N - 1 earlier doomed feasible tasks plus one decoy ahead of it
     in both arrival order (FIFO) and deadline order (EDF). With N = 4 and 13 feasible tasks there are 7
-    decoys: the MILP ceiling, the independent-feasibility relaxation and the clairvoyant rate are 13/20 = 65%; FIFO = EDF = 0%.
+    decoys: the slot-relaxed MILP, the independent-feasibility relaxation and the clairvoyant rate are 13/20 = 65%; FIFO = EDF = 0%.
     The arrival window ends after the last arrival, so the episode ends once the tasks have drained.
     """
     if feasible < n_nodes:
