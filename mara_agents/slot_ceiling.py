@@ -170,7 +170,8 @@ def slot_ceiling(workload: Workload, n_nodes: int, n_slots: int, time_limit: flo
     Raises:
         ValueError: a node or slot count that is not an int >= 1.
         RuntimeError: HiGHS found no feasible schedule within ``time_limit`` (never the case in practice:
-            serving nothing is feasible).
+            serving nothing is feasible), or the schedule achieves fewer completions in the simulator than
+            the model counts (a modelling error; the tests guard against it).
     """
     _check(workload, n_nodes, n_slots)
     m = len(workload)
@@ -185,10 +186,15 @@ def slot_ceiling(workload: Workload, n_nodes: int, n_slots: int, time_limit: flo
     if integral.x is None:
         raise RuntimeError(f"no integral schedule for the slot MILP's chosen tasks: {integral.message}")
     seconds = time.perf_counter() - start
-    completed = int(np.round(result.x[list(model.z.values())]).sum()) if model.z else 0
+    schedule = model.schedule(integral.x)
+    # the value is what the env achieves with the schedule (a time-limited incumbent's z can undercount it, never overcount)
+    claimed = int(np.round(result.x[list(model.z.values())]).sum()) if model.z else 0
+    completed = replay(workload, schedule, n_nodes, n_slots)["completed"]
+    if completed < claimed:
+        raise RuntimeError(f"the slot MILP claims {claimed} completions but its schedule achieves {completed} in the env: a modelling error")
     dual = getattr(result, "mip_dual_bound", None)
     bound = max(float(-dual) if dual is not None and np.isfinite(dual) else float(completed), float(completed))
-    return SlotCeiling(completed, bound, m, (bound - completed) / max(bound, 1.0), seconds, str(result.message), model.schedule(integral.x))
+    return SlotCeiling(completed, bound, m, (bound - completed) / max(bound, 1.0), seconds, str(result.message), schedule)
 
 
 def replay(workload: Workload, schedule: np.ndarray, n_nodes: int, n_slots: int) -> dict[str, int]:
