@@ -1,6 +1,7 @@
 """Benchmarks for core_env and mara_agents, run as ``python -m benchmarks SUITE``.
 
-Every suite writes its results under :data:`RESULTS_DIR` (gitignored) or a directory of the caller's as
+Every suite writes its results under :data:`RESULTS_DIR` (``results/`` in the working directory, never the
+installed package; gitignored in a checkout) or a directory of the caller's (``--out``) as
 ``SUITE.json`` (and, for per-episode tables, ``SUITE.csv``). Files are written to a temporary name and
 renamed into place, so a reader never sees a half-written file and a failed run leaves the old one.
 """
@@ -16,7 +17,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-RESULTS_DIR = Path(__file__).parent / "results"
+#: Relative, so it resolves against the working directory when a suite runs (an installed package's own
+#: folder, e.g. site-packages, is never written).
+RESULTS_DIR = Path("results")
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 

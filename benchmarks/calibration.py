@@ -10,7 +10,7 @@ heuristic, not a bound; ``bound`` is the independent-feasibility relaxation (ign
 ``window-edf``, ``target-edf`` and ``prior-edf`` are the leak probes (no curve values). The last column is EDF's distance to the ceiling,
 the gap a curve-aware scheduler has to close. ``--task-set BANK.npz [--roots R] [--episodes E]`` runs
 on a bank file of your own curves instead of the committed suites (every load, workloads drawn on its
-eval split by the suites' seeding scheme; the MILP solved per episode). Results go to ``OUT/calibration.json`` (default ``benchmarks/results``).
+eval split by the suites' seeding scheme; the MILP solved per episode). Results go to ``OUT/calibration.json`` (default ``results`` under the working directory).
 """
 
 from __future__ import annotations

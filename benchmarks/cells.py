@@ -349,7 +349,7 @@ def run_cells(cells: Iterable[Cell], store: CellStore | None = None, workers: in
 
     Args:
         cells: the cells (duplicates are computed once).
-        store: the cache (default ``benchmarks/results/cells``).
+        store: the cache (default ``results/cells`` under the working directory).
         workers: parallel processes (``backend="process"``; 1 runs in this process).
         backend: ``"process"`` or ``"ray"`` (needs ``pip install -e ".[ray]"``).
         address: Ray cluster address (None starts or joins a local instance).

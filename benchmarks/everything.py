@@ -3,7 +3,7 @@
 ``python -m benchmarks all [--workers W] [--backend process|ray] [--skip SUITE ...] [--out DIR] [--no-publish]``
 runs quick, leakage, calibration, prediction, training, paper, stress, diagnostics, shaping, falsifier,
 scale and perf (every suite but ``ceilings``, which regenerates the stored optima) into
-``DIR`` (default ``benchmarks/results``; cell-based suites resume from ``DIR/cells``), then — unless
+``DIR`` (default ``results`` under the working directory; cell-based suites resume from ``DIR/cells``), then — unless
 ``--no-publish`` — copies each suite's tables, JSON and figures to ``docs/results/`` and writes
 ``docs/results.md`` with the command, the commit, the hardware and the wall times, and refreshes the
 generated blocks of the docs pages (:mod:`benchmarks.docs_blocks`) from what it published (the only

@@ -17,7 +17,7 @@ Completion in %, mean over evaluation roots of each root's mean over its episode
 beside it). The workload hides the demand when, at the training load on ``id``,
 ``window_edf − edf <= 3`` (the deadline alone does not schedule well) and ``oracle_admission −
 window_edf >= 10`` (knowing the demand is worth a lot). Writes ``OUT/leakage.json`` (default
-``benchmarks/results``).
+``results`` under the working directory).
 """
 
 from __future__ import annotations

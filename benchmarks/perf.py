@@ -12,7 +12,7 @@ count only live environments. Each rate is the median over five chunks (the mach
 Also: per-step cost at N = 4, 16, 64, 256 (K = 4N), the compile time of the compiled step (cold numba
 cache vs warm), memory per environment, the median time of a seeded ``reset`` (a drawn workload), and
 each agent's decision time (``act`` per step, B = 1, N = 4, K = 16, one `id` episode, one torch thread).
-Results go to ``benchmarks/results/perf.json``.
+Results go to ``results/perf.json`` (under the working directory; ``--out`` to change).
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ also gives the paired difference to the best leak probe of its (task set, policy
 Rows: ``fm`` (the shipped flow-matching predictor), ``wls``, ``dkf``, ``last_slope``, ``oracle`` (exact,
 horizon 10^6) and three leak probes that see no curve value, fitted on seeded train workloads only
 (:mod:`benchmarks.decision_points`). Writes ``prediction.json``, ``prediction.csv``, ``prediction.md`` and
-``prediction.png`` under ``--out`` (default ``benchmarks/results``; ``--quick`` alone writes to
-``benchmarks/results/prediction_quick``), each atomically, the JSON last.
+``prediction.png`` under ``--out`` (default ``results`` under the working directory; ``--quick`` alone writes to
+``results/prediction_quick``), each atomically, the JSON last.
 """
 
 from __future__ import annotations
@@ -628,8 +628,8 @@ def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
 
 def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks prediction", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="directory of the outputs (default benchmarks/results; "
-                                                                "with --quick, benchmarks/results/prediction_quick)")
+    parser.add_argument("--out", type=Path, default=None, help="directory of the outputs (default ./results; "
+                                                                "with --quick, ./results/prediction_quick)")
     parser.add_argument("--quick", action="store_true", help="smoke configuration: 1 root, 1 episode, 300 points, 50 resamples, 2 train episodes")
     parser.add_argument("--max-points", type=int, default=None,
                         help=f"scored points per task set and policy, a seeded subsample (default {MAX_POINTS:,}; 0 = every point)")

@@ -14,7 +14,7 @@ the episodes of ``python -m core_env.suites generate --task-set BANK.npz``; the 
 replayed on the task set (``--task-set``, default id), each root's episodes drawing the missing fields
 as the suites' trace cells do (:meth:`benchmarks.cells.Cell.trace_workloads`); the MILP is solved. Results go to ``OUT/quick.json`` (summary, per-episode records,
 environment version and suite checksums) and ``OUT/quick.csv`` (per episode); OUT defaults to
-``benchmarks/results`` and nothing is written elsewhere.
+``results`` under the working directory and nothing is written elsewhere.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ but ``stress``). ``--trace`` replays a CSV job trace on the task set (``--task-s
 built-in name, default ``id``; :func:`benchmarks.paper.trace_scenarios`): columns ``TRACE/TASK_SET``, root
 ``r`` episode ``e`` the trace with its missing fields drawn by the generator ``[seed, crc32(trace sha256),
 r, e]``, ``max_cycles`` raised to the trace's horizon. Outputs go to ``DIR/SUITE/``
-(default ``benchmarks/results/SUITE/``; nothing is written elsewhere): ``SUITE.json`` (summary,
+(default ``results/SUITE/`` under the working directory; nothing is written elsewhere): ``SUITE.json`` (summary,
 differences, missing rows, command, commit, environment version, the sha256 of every committed suite
 file used, each bank file's path and sha256, each trace's path, sha256, layout and step_seconds, each scenario's task recipe, each row's identity,
 machine, wall time),

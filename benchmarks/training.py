@@ -4,7 +4,7 @@ For every ``mara_agents/checkpoints/mat/*.json``: variant, seed, teacher (if the
 env steps, updates, wall minutes, the wall minutes at which its evaluation first beat LARA, and the
 evaluation completion history the trainer logged (deterministic policy on 16 fixed seeded workloads
 drawn from the `id` *training* curves). The baselines are played on those same workloads: EDF, LARA,
-LARA-FM. Writes ``OUT/training/training.{json,md}`` (OUT: ``--out``, default ``benchmarks/results``) and
+LARA-FM. Writes ``OUT/training/training.{json,md}`` (OUT: ``--out``, default ``results`` under the working directory) and
 the wall-clock curve ``training_curve.png``, atomically (evaluation completion against training wall minutes, one line per run).
 """
 

@@ -140,3 +140,18 @@ def test_the_tianshou_row_runs_on_an_evaluation_episode():
 
     stats = run_agent(make_agent("ppo-tianshou"), [load_suite("id", "train", 0, 0)], EnvConfig())
     assert stats["invalid_actions"][0] == 0 and stats["conflicts"][0] == 0 and 0 < stats["completion_rate"][0] < 1
+
+
+def test_a_suite_run_from_another_directory_writes_results_there_and_nothing_in_the_package(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import benchmarks
+
+    package = Path(benchmarks.__file__).resolve().parent
+    before = {p for p in package.rglob("*") if "__pycache__" not in p.parts}
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "training"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "results" / "training" / "training.json").exists()
+    assert {p for p in package.rglob("*") if "__pycache__" not in p.parts} == before  # nothing written into the package
