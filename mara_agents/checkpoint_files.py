@@ -124,10 +124,6 @@ def read_checked(path: Path | str, what: str) -> Any:
             foreign, or written by an older version: start again with another --out), when the payload
             does not match its checksum (a flipped bit, a truncated write), or when it cannot be read.
     """
-    import io
-
-    import torch
-
     path = Path(path)
     raw = path.read_bytes()
     header, newline, data = raw.partition(b"\n")
@@ -137,18 +133,18 @@ def read_checked(path: Path | str, what: str) -> Any:
     expected, actual = header[len(CHECKED_MAGIC):].decode("ascii", "replace"), hashlib.sha256(data).hexdigest()
     if expected != actual:
         raise ValueError(f"checksum mismatch for {what} {path}: the header says sha256 {expected}, the content has {actual}")
-    try:
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as error:
-        raise ValueError(f"{path} could not be read as {what}: {error}") from error
+    return read_torch_file(path, what, data)
 
 
-def read_torch_file(path: Path, what: str) -> Any:
-    """``torch.load`` of ``path`` (weights only, on CPU) whose failure (a truncated or foreign file raises
-    assorted torch/pickle errors) is a ValueError naming the file and ``what`` it should be."""
+def read_torch_file(path: Path, what: str, data: bytes | None = None) -> Any:
+    """``torch.load`` of ``path`` (or of ``data``, bytes already read from it; weights only, on CPU) whose
+    failure (a truncated or foreign file raises assorted torch/pickle errors) is a ValueError naming the
+    file and ``what`` it should be."""
+    import io
+
     import torch
 
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path if data is None else io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as error:
         raise ValueError(f"{path} could not be read as {what} (truncated or not a torch file?): {error}") from error

@@ -288,7 +288,9 @@ def _strings(arrays: dict[str, np.ndarray], key: str, n: int, path: Path) -> lis
 def _read_npz(path: Path, allow_pickle: bool) -> _Read:
     if path.stat().st_size == 0:
         raise CurveImportError(f"{path}: the file is empty")
-    if path.read_bytes()[:6] == b"\x93NUMPY":
+    with open(path, "rb") as handle:
+        magic = handle.read(6)
+    if magic == b"\x93NUMPY":
         raise CurveImportError(f"{path}: holds a single array (.npy), not an .npz archive")
     try:  # every member's header is checked against its size before anything is allocated
         arrays = read_npz(path, allow_pickle=allow_pickle)
@@ -300,20 +302,17 @@ def _read_npz(path: Path, allow_pickle: bool) -> _Read:
                                    "file, or store one 1-D array per run instead") from None
         raise CurveImportError(str(exc)) from None
 
-    def load(key: str) -> np.ndarray:
-        return arrays[key]
-
     keys = list(arrays)
     if not keys:
         raise CurveImportError(f"{path}: the archive holds no arrays")
     notes: list[str] = []
     transformations: list[dict[str, Any]] = []
     main = "losses" if "losses" in keys else None
-    if main is None and len(keys) == 1 and load(keys[0]).ndim == 2:
+    if main is None and len(keys) == 1 and arrays[keys[0]].ndim == 2:
         main = keys[0]
     runs: list[RawRun] = []
     if main is not None:
-        losses = load(main)
+        losses = arrays[main]
         if losses.dtype == object:
             rows = []
             for i, item in enumerate(losses.ravel().tolist()):
@@ -339,7 +338,7 @@ def _read_npz(path: Path, allow_pickle: bool) -> _Read:
         families = _strings(arrays, "family", n, path)
         steps_all = None
         if "steps" in keys:
-            steps_all = load("steps")
+            steps_all = arrays["steps"]
             if steps_all.dtype == object:
                 steps_all = list(steps_all.ravel().tolist())
             elif steps_all.ndim == 1 and n == 1:
@@ -379,7 +378,7 @@ def _read_npz(path: Path, allow_pickle: bool) -> _Read:
     else:
         family_source = "default"
         for key in sorted(keys):
-            array = load(key)
+            array = arrays[key]
             if array.dtype == object or array.ndim != 1:
                 raise CurveImportError(f"{path}: array {key!r} has shape {array.shape} and dtype {array.dtype}; without a "
                                        "'losses' array every array must be one run, a 1-D array of losses")

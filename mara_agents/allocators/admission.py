@@ -21,7 +21,7 @@ def predicted_feasible(estimates: Estimates, min_reports: int = 1, admit_pct: in
     Predicted to fit: the median demand fits the budget (default), or, with ``admit_pct``, the predicted
     probability that the demand fits is at least ``admit_pct`` / 100 (a stricter rule above 50 trades
     false admits for false rejects)."""
-    fits = estimates.feasible if admit_pct is None else estimates.active & (estimates.p_within_budget >= admit_pct / 100.0)
+    fits = estimates.feasible if admit_pct is None else estimates.p_within_budget >= admit_pct / 100.0
     return estimates.active & ((estimates.steps < min_reports) | fits)
 
 

@@ -80,27 +80,31 @@ WorkloadFn = Callable[[np.random.Generator], Workload]
 
 _GT, _GE, _LE, _LT = (lambda v, b: v > b), (lambda v, b: v >= b), (lambda v, b: v <= b), (lambda v, b: v < b)
 _INF = (math.inf, _LT)
+#: Upper bounds of the integer hyperparameters that keep a run within what one machine can hold (a seed
+#: within torch's and numpy's range); the others are unbounded above.
+_CAPS = {"seed": 2**32 - 1, "num_envs": 4096, "env_groups": 4096, "rollout": 100_000, "epochs": 1000, "minibatches": 1_000_000,
+         "d_model": 4096, "n_heads": 256, "enc_layers": 64, "dec_layers": 64, "eval_episodes": 100_000, "threads": 1024,
+         "demo_episodes": 100_000, "bc_batch": 1_000_000, "steps": 10**12, "bc_until": 10**9}
+
+
+def _int_range(name: str, low: int) -> tuple[tuple[float, Callable], tuple[float, Callable], str]:
+    return (low, _GE), ((_CAPS[name], _LE) if name in _CAPS else _INF), "int"
+
+
 #: Allowed range of every numeric hyperparameter: name -> ((low, op), (high, op), "int" | "float").
-#: Checked before anything is built, so NaN, inf, negative or zero values never reach training.
+#: Checked before anything is built, so NaN, inf, negative, zero or oversized values never reach training.
 LIMITS: dict[str, tuple[tuple[float, Callable], tuple[float, Callable], str]] = {
     **{name: ((0, _GT), _INF, "float") for name in ("minutes", "lr", "adam_eps", "clip", "max_grad_norm", "eval_minutes", "save_minutes")},
-    **{name: ((1, _GE), _INF, "int") for name in ("steps", "num_envs", "env_groups", "rollout", "epochs", "minibatches", "d_model",
-                                                 "n_heads", "enc_layers", "dec_layers", "eval_episodes", "threads", "demo_episodes",
-                                                 "bc_batch")},
+    **{name: _int_range(name, 1) for name in ("steps", "num_envs", "env_groups", "rollout", "epochs", "minibatches", "d_model",
+                                              "n_heads", "enc_layers", "dec_layers", "eval_episodes", "threads", "demo_episodes", "bc_batch")},
     **{name: ((0, _GE), _INF, "float") for name in ("ent_coef", "vf_coef", "bc_epochs", "bc_coef")},
-    "bc_until": ((0, _GE), _INF, "int"),
-    "seed": ((0, _GE), _INF, "int"),
+    "bc_until": _int_range("bc_until", 0),
+    "seed": _int_range("seed", 0),
     "gamma": ((0, _GT), (1, _LE), "float"),
     "gae_lambda": ((0, _GE), (1, _LE), "float"),
     "value_norm_decay": ((0, _GE), (1, _LT), "float"),
     "bc_decay": ((0, _GE), (1, _LE), "float"),
 }
-#: Upper bounds that keep a run within what one machine can hold (a seed within torch's and numpy's range).
-_CAPS = {"seed": 2**32 - 1, "num_envs": 4096, "env_groups": 4096, "rollout": 100_000, "epochs": 1000, "minibatches": 1_000_000,
-         "d_model": 4096, "n_heads": 256, "enc_layers": 64, "dec_layers": 64, "eval_episodes": 100_000, "threads": 1024,
-         "demo_episodes": 100_000, "bc_batch": 1_000_000, "steps": 10**12, "bc_until": 10**9}
-for _name, _cap in _CAPS.items():
-    LIMITS[_name] = (LIMITS[_name][0], (_cap, _LE), LIMITS[_name][2])
 
 
 def _interval(low: tuple[float, Callable], high: tuple[float, Callable]) -> str:
