@@ -62,13 +62,13 @@ def is_trained(row: str) -> bool:
 #: (:mod:`benchmarks.prior_edf`).
 PRIOR_EDF = "prior-edf"
 #: Rows that are ceilings or strong heuristics knowing the hidden demand, not schedulers.
-ORACLE_ROWS = ("clairvoyant", "milp")
+ORACLE_ROWS = ("clairvoyant", "milp-slots", "milp")
 #: In-memory third-party factories (:func:`register`): name -> (factory, fingerprint).
 REGISTERED: dict[str, tuple[Callable[[], Agent], str]] = {}
 
 
 def knows_demand(row: str) -> bool:
-    """True for rows that are told the hidden demand (``clairvoyant``, ``…:oracle``) and for the slot-relaxed MILP row."""
+    """True for rows that are told the hidden demand (``clairvoyant``, ``…:oracle``) and for the ceiling rows (K-slot and slot-relaxed MILP)."""
     return row in ORACLE_ROWS or row.split(",")[0].partition(":")[2] == "oracle"
 
 
@@ -249,8 +249,8 @@ def make_agent(row: str, seed: int = 0, task_set: str | None = None) -> Agent:
         from mara_agents.integrations.tianshou_ppo import load_agent
 
         return load_agent()
-    if row == "milp":
-        raise ValueError("'milp' is the offline-optimum ceiling (benchmarks.ceiling_cells), not an agent")
+    if row in ("milp", "milp-slots"):
+        raise ValueError(f"{row!r} is an offline-optimum ceiling row (benchmarks.ceiling_cells), not an agent")
     if is_external(row):
         return _external_agent(row)
     if row in HEURISTICS:

@@ -36,7 +36,7 @@ def evaluate(agent: str | Agent | Callable[[], Agent], suite: str = "paper", out
              name: str | None = None, against: Sequence[str] = AGAINST, scenarios: Sequence[str] | None = None,
              roots: int | None = None, episodes: int | None = None, workers: int = 1, progress: bool = False,
              task_set: str | None = None) -> dict[str, Any]:
-    """Run ``agent`` through ``suite`` beside the shipped rows ``against`` and the slot-relaxed MILP (an upper bound).
+    """Run ``agent`` through ``suite`` beside the shipped rows ``against``, the K-slot ceiling ``milp-slots`` (committed suites) and the slot-relaxed MILP (an upper bound).
 
     Args:
         agent: a row name (shipped, or third-party ``module.path:attr``), an :class:`Agent`, an Agent
@@ -58,7 +58,7 @@ def evaluate(agent: str | Agent | Callable[[], Agent], suite: str = "paper", out
         ``against`` and against the best fixed row — and the provenance fields).
     """
     from benchmarks.agents import REGISTERED, register
-    from benchmarks.ceiling_cells import MILP
+    from benchmarks.ceiling_cells import MILP, MILP_SLOTS
     from benchmarks.paper import SuiteSpec, for_task_set, specs
     from benchmarks.report import run_suite
 
@@ -82,7 +82,7 @@ def evaluate(agent: str | Agent | Callable[[], Agent], suite: str = "paper", out
             raise ValueError(f"unknown scenarios {unknown}; {suite} has {[s.name for s in spec.scenarios]}")
         chosen = tuple(s for s in spec.scenarios if s.name in scenarios)
     run_spec = SuiteSpec(spec.name, spec.rows, chosen, spec.roots if roots is None else roots, episodes, spec.seeds)
-    rows = list(dict.fromkeys([row, *against, MILP]))
+    rows = list(dict.fromkeys([row, *against, MILP_SLOTS, MILP]))
     argv = ["--rows", *rows] + (["--task-set", str(task_set)] if task_set is not None else [])
     return run_suite(run_spec, Path(out), rows, workers=workers, progress=progress, argv=argv,
                      compare=[(row, other) for other in against if other != row])

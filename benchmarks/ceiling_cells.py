@@ -1,4 +1,14 @@
-"""The ``milp`` row of the cell-based suites: the offline optimum of each cell's episodes, as a cell result.
+"""The ceiling rows of the cell-based suites, as cell results: ``milp`` (slot-relaxed optimum, an upper
+bound) and ``milp-slots`` (the K-slot optimum under the env's own rules, or the interval around it).
+
+``milp-slots`` is read from the stored K-slot ceilings (``core_env/data/suites/slot_ceilings.json``,
+:mod:`benchmarks.ceilings`) and exists for the committed evaluation suites only (a built-in task set at a
+named load at the suites' N and K, no other override, no trace): its per-episode ``completed`` is the value
+of a stored schedule replayed in the env, its ``gap`` the distance to the proven bound (0 where optimal).
+Elsewhere the row does not run (see :func:`has_stored_slot_ceiling`): a K-slot search takes seconds to
+minutes per episode and is not done on the fly.
+
+The ``milp`` row:
 
 For the committed evaluation suites (a built-in task set at a named load at the suites' N, unit speeds)
 the optimum is read from the stored ceilings (``core_env/data/suites/ceilings.json``, every episode
@@ -17,8 +27,12 @@ from typing import Any
 
 import numpy as np
 
-#: The ceiling's row name in every completion table.
+#: The slot-relaxed optimum's row name (an upper bound) in every completion table.
 MILP = "milp"
+#: The K-slot optimum's row name (the ceiling of every completion table and the denominator of "gap closed").
+MILP_SLOTS = "milp-slots"
+#: Both ceiling rows: optima computed offline, not schedulers.
+CEILING_ROWS = (MILP_SLOTS, MILP)
 #: Environment overrides under which the MILP (unit speeds, no switching cost) is not an exact ceiling.
 NOT_EXACT_UNDER = ("node_speeds", "switch_cost")
 
@@ -27,6 +41,41 @@ def has_exact_ceiling(env: Sequence[tuple[str, Any]]) -> bool:
     """Whether the MILP is the exact ceiling of a scenario with these EnvConfig overrides."""
     overrides = dict(env)
     return not any(overrides.get(name) not in (None, 0, 0.0) for name in NOT_EXACT_UNDER)
+
+
+def has_stored_slot_ceiling(task_set: str, load: Any, env: Sequence[tuple[str, Any]], trace: Any = None) -> bool:
+    """Whether a scenario is a committed evaluation suite, whose K-slot ceilings are stored."""
+    from core_env.config import LOADS
+    from core_env.workload import SUITE_NODES, SUITE_TASK_SETS
+
+    overrides = dict(env)
+    return (not trace and task_set in SUITE_TASK_SETS and isinstance(load, str) and load in LOADS
+            and set(overrides) <= {"n_nodes"} and overrides.get("n_nodes", SUITE_NODES) == SUITE_NODES)
+
+
+def slot_ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
+    """Cell results of the ``milp-slots`` row, from the stored K-slot ceilings."""
+    from benchmarks.cells import EPISODE_STATS, FORMAT
+    from core_env.workload import suite_slot_ceilings
+
+    results = []
+    for cell in cells:
+        start = time.perf_counter()
+        if not has_stored_slot_ceiling(cell.task_set, cell.load, cell.env, cell.trace):
+            raise ValueError(f"no stored K-slot ceiling for {cell.task_set}/{cell.load} with {dict(cell.env)}: committed suites only")
+        table = suite_slot_ceilings(cell.task_set, cell.load)
+        episodes = []
+        for e in range(cell.episodes):
+            entry = table[(cell.root, e)]
+            episode = dict.fromkeys(EPISODE_STATS, 0.0)
+            episode.update(completion_rate=entry["completed"] / entry["arrived"] if entry["arrived"] else 0.0, completed=int(entry["completed"]),
+                           arrived=int(entry["arrived"]), t=float(cell.config().arrival_steps), gap=float(entry["gap"]))
+            episodes.append(episode)
+        means = {key: float(np.mean([e[key] for e in episodes])) for key in (*EPISODE_STATS, "gap")}
+        results.append({"format": FORMAT, "key": cell.key, "cell": cell.fields(), "episodes": episodes, "mean": means,
+                        "feasibility_bound": float(np.mean([w.feasibility_bound() for w in cell.workloads()])), "ceiling": "stored",
+                        "decision_ms": 0.0, "wall_s": time.perf_counter() - start})
+    return results
 
 
 def ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:

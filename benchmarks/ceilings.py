@@ -1,32 +1,54 @@
-"""ceilings: the MILP offline optimum of every committed evaluation episode, stored with the suites.
+"""ceilings: the offline optima of every committed evaluation episode, stored with the suites.
 
-``python -m benchmarks ceilings [--time-limit S] [--task-sets ...] [--loads ...]`` solves
-:func:`mara_agents.bounds.milp_ceiling` (unit-speed nodes, slot limit relaxed) for each episode of
-each committed suite file and writes ``core_env/data/suites/ceilings.json``: per suite file, the sha256
-of the file it was solved for, the node count, and per episode the best completions found, HiGHS's
-dual bound, the MIP gap and the solve time. The ceiling is a property of the workload, so it is solved
-once and committed; benchmarks read it with :func:`core_env.workload.suite_ceilings` (no scipy needed).
-The file is rewritten atomically after every episode, so an interrupted run resumes where it stopped;
-episodes of a suite file whose checksum changed are solved again.
+``python -m benchmarks ceilings [--time-limit S] [--slot-time-limit S] [--only relaxed|slots] [--task-sets ...] [--loads ...]``
+
+1. **Slot-relaxed** (``milp`` row, an upper bound): :func:`mara_agents.bounds.milp_ceiling` (unit-speed
+   nodes, K-slot limit dropped) per episode, into ``core_env/data/suites/ceilings.json``: per suite file,
+   the sha256 of the file it was solved for, the node count, and per episode the best completions found,
+   HiGHS's dual bound, the MIP gap and the solve time.
+2. **K-slot** (``milp-slots`` row, the env's own rules): :func:`mara_agents.slot_ceiling.slot_ceiling`
+   (OR-Tools CP-SAT, the ``ceilings`` extra) per episode, capped by the slot-relaxed bound, into
+   ``slot_ceilings.json`` (per episode: ``completed``, the replayed value of the best schedule found;
+   ``bound``, a proven upper bound; ``status`` ``optimal`` or ``interval``; the greedy schedule's value,
+   the time limit and seconds) and the schedules themselves into ``slot_schedules.npz`` (one (S, 2)
+   uint16 array of (step, task) services per episode, its sha256 in the JSON), so the stored value can be
+   replayed in the env (tests/test_slot_ceiling.py does).
+
+The ceilings are properties of the workloads, so they are solved once and committed; benchmarks read them
+with :func:`core_env.workload.suite_ceilings` and :func:`core_env.workload.suite_slot_ceilings` (no
+solver needed). The files are rewritten atomically after every episode, so an interrupted run resumes
+where it stopped; episodes of a suite file whose checksum changed are solved again. A later run with a
+larger ``--slot-time-limit`` searches again every K-slot episode not proven optimal that was searched for
+less time, starting from its stored schedule, and keeps the better one: stored values only improve.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import math
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from benchmarks import add_suite_selection, write_atomic
-from core_env.config import LOADS
-from core_env.workload import CEILINGS_PATH, SUITE_TASK_SETS, load_suite, suite_cells, suite_meta, suite_path, suite_sha256
+from core_env.config import LOADS, EnvConfig
+from core_env.npz import read_npz, write_npz
+from core_env.workload import (CEILINGS_PATH, SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH, SUITE_TASK_SETS, load_suite, schedule_key,
+                               suite_cells, suite_ceilings, suite_meta, suite_path, suite_sha256)
 from mara_agents.bounds import MILP_TIME_LIMIT, milp_ceiling
 
+#: Seconds of K-slot search per episode when the committed file was made (CP-SAT; see the module docstring).
+SLOT_TIME_LIMIT = 10.0
 
-def _read() -> dict:
-    return json.loads(CEILINGS_PATH.read_text()) if CEILINGS_PATH.exists() else {}
+
+def _read(path: Path | None = None) -> dict:
+    path = CEILINGS_PATH if path is None else path
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def solve(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS), time_limit: float = MILP_TIME_LIMIT) -> dict:
@@ -49,19 +71,72 @@ def solve(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tup
     return store
 
 
-def main(argv: Sequence[str] = ()) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks ceilings", description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=MILP_TIME_LIMIT, help="seconds per episode (default %(default)s)")
-    add_suite_selection(parser)
-    args = parser.parse_args(argv)
-    if not args.time_limit > 0:
-        parser.error(f"--time-limit must be > 0, got {args.time_limit}")
-    start = time.perf_counter()
-    store = solve(args.task_sets, args.loads, args.time_limit)
+def _sha(schedule: np.ndarray) -> str:
+    if schedule.size and (schedule.min() < 0 or schedule.max() >= 2**16):
+        raise ValueError("a K-slot schedule's steps and task indices must fit uint16 to be stored")
+    return hashlib.sha256(np.ascontiguousarray(schedule, dtype=np.uint16).tobytes()).hexdigest()
+
+
+def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS), time_limit: float = SLOT_TIME_LIMIT) -> dict:
+    """Fill ``slot_ceilings.json`` and ``slot_schedules.npz`` for the given suites (resuming, and improving
+    episodes searched for less than ``time_limit``); returns the JSON's content. Needs the slot-relaxed
+    ceilings of the same suites (their bound caps the search)."""
+    from mara_agents.slot_ceiling import slot_ceiling
+
+    store, schedules = _read(SLOT_CEILINGS_PATH), read_npz(SLOT_SCHEDULES_PATH) if SLOT_SCHEDULES_PATH.exists() else {}
+    n_slots = EnvConfig().n_slots
+    for load in loads:  # every task set at the training load first: the rows most tables lead with
+        for task_set in task_sets:
+            name, sha, meta = suite_path(task_set, load).name, suite_sha256(task_set, load), suite_meta(task_set, load)
+            relaxed = suite_ceilings(task_set, load)
+            entry = store.get(name)
+            if entry is None or entry.get("sha256") != sha or entry.get("n_slots") != n_slots:
+                entry = store[name] = {"sha256": sha, "n_nodes": meta["n_nodes"], "n_slots": n_slots, "episodes": {}}
+            for root, episode in tqdm(suite_cells(task_set, load), desc=f"K-slot {task_set}/{load}", leave=False):
+                key, array_key = f"{root}/{episode}", schedule_key(task_set, load, root, episode)
+                old, stored = entry["episodes"].get(key), schedules.get(array_key)
+                valid = old is not None and stored is not None and old.get("schedule_sha256") == _sha(stored)
+                if valid and (old["status"] == "optimal" or old["time_limit"] >= time_limit):
+                    continue
+                solved = slot_ceiling(load_suite(task_set, load, root, episode), meta["n_nodes"], n_slots, time_limit,
+                                      upper_bound=relaxed[(root, episode)]["bound"], hint=stored.astype(np.int64) if valid else None)
+                seconds = solved.seconds + (old["seconds"] if valid else 0.0)
+                schedules[array_key] = solved.schedule.astype(np.uint16)
+                entry["episodes"][key] = {"completed": solved.completed, "bound": solved.bound, "arrived": solved.arrived, "gap": solved.gap,
+                                          "status": solved.status, "greedy": solved.greedy, "relaxed_bound": relaxed[(root, episode)]["bound"],
+                                          "time_limit": time_limit, "seconds": round(seconds, 3), "schedule_sha256": _sha(schedules[array_key])}
+                write_npz(SLOT_SCHEDULES_PATH, schedules)
+                write_atomic(SLOT_CEILINGS_PATH, json.dumps(store, indent=1, sort_keys=True) + "\n")
+    return store
+
+
+def _summary(store: dict, kind: str) -> None:
     for name in sorted(store):
         episodes = store[name]["episodes"].values()
         rate = 100 * sum(e["completed"] / max(e["arrived"], 1) for e in episodes) / max(len(episodes), 1)
         worst = max((e["gap"] for e in episodes), default=0.0)
-        print(f"{name:24s} {len(episodes):3d} episodes  milp {rate:5.1f} %  worst gap {worst:.4f}  {sum(e['seconds'] for e in episodes):7.1f} s")
-    print(f"wall time {time.perf_counter() - start:.1f} s; wrote {CEILINGS_PATH}")
+        proven = sum(e["gap"] <= 0.005 for e in episodes)
+        print(f"{kind:8s} {name:24s} {len(episodes):3d} episodes  {rate:5.1f} %  proven gap <= 0.5 % on {proven:3d}  worst gap {worst:.4f}  "
+              f"{sum(e['seconds'] for e in episodes):7.1f} s")
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks ceilings", description=__doc__.splitlines()[0])
+    parser.add_argument("--time-limit", type=float, default=MILP_TIME_LIMIT, help="HiGHS seconds per episode, slot-relaxed (default %(default)s)")
+    parser.add_argument("--slot-time-limit", type=float, default=SLOT_TIME_LIMIT, help="CP-SAT seconds per episode, K-slot (default %(default)s)")
+    parser.add_argument("--only", choices=("relaxed", "slots"), help="solve one of the two (default: both, relaxed first)")
+    add_suite_selection(parser)
+    args = parser.parse_args(argv)
+    for flag, value in (("--time-limit", args.time_limit), ("--slot-time-limit", args.slot_time_limit)):
+        if not (math.isfinite(value) and 0 < value <= 3600):
+            parser.error(f"{flag} must be in (0, 3600] seconds, got {value}")
+    start = time.perf_counter()
+    if args.only != "slots":
+        _summary(solve(args.task_sets, args.loads, args.time_limit), "relaxed")
+    if args.only != "relaxed":
+        try:
+            _summary(solve_slots(args.task_sets, args.loads, args.slot_time_limit), "K-slot")
+        except ImportError as error:
+            parser.error(str(error))
+    print(f"wall time {time.perf_counter() - start:.1f} s; wrote {CEILINGS_PATH}" + ("" if args.only == "relaxed" else f", {SLOT_CEILINGS_PATH}, {SLOT_SCHEDULES_PATH}"))
     return 0

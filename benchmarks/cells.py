@@ -199,10 +199,10 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
     first = cells[0]
     if any(dataclasses.replace(c, root=first.root) != first for c in cells):
         raise ValueError("a group's cells must differ only in their root")
-    if first.agent == "milp":  # the ceiling row: stored or solved optima, not a rollout
-        from benchmarks.ceiling_cells import ceiling_results
+    if first.agent in ("milp", "milp-slots"):  # the ceiling rows: stored or solved optima, not a rollout
+        from benchmarks.ceiling_cells import ceiling_results, slot_ceiling_results
 
-        return ceiling_results(cells)
+        return ceiling_results(cells) if first.agent == "milp" else slot_ceiling_results(cells)
     workloads = [cell.workloads() for cell in cells]
     flat = [w for group in workloads for w in group]
     teacher = teacher_of(first.agent, first.seed)  # learned rows: their per-step agreement with the teacher, on their own trajectories

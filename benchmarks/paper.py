@@ -9,10 +9,14 @@ Differences are paired by root: mean, t-based 95% CI over roots, exact sign-flip
 third-party) row is also compared with the best row that neither learns nor knows the demand
 (:func:`best_fixed_row`), teacher included.
 
-Every completion table carries the ``milp`` ceiling row (:mod:`benchmarks.ceiling_cells`; not run where
-node speeds or a switching cost make it inexact), the ``window-edf`` leak probe, and the share of the
-EDF → upper-bound gap each row closes, (row − EDF) / (milp − EDF); ``milp`` drops the K-slot limit, so it
-is an upper bound on the env's optimum, not the optimum (issue 28).
+Every completion table carries the two ceiling rows (:mod:`benchmarks.ceiling_cells`): ``milp-slots``,
+the K-slot optimum under the env's own rules (the best schedule found, replayed in the env, with a proven
+bound; stored for the committed suites only), and ``milp``, the slot-relaxed optimum, an upper bound (not
+run where node speeds or a switching cost make it inexact); the leak probes; and the share of the EDF →
+ceiling gap each row closes, 100 · (row − EDF) / (ceiling − EDF), twice: against ``milp-slots``
+(``gap_closed``) and against ``milp`` (``gap_closed_bound``). Where the K-slot search did not prove its
+optimum, the true K-slot optimum lies between the two ceilings, so a row's true share lies between the two
+figures.
 
 Learned rows (MARA and its variants) need their shipped checkpoints; a row whose checkpoint is missing
 is left out and listed under ``missing`` in the outputs rather than failing the suite.
@@ -28,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.agents import LEARNED_SEEDS, available, is_external, is_learned, is_trained, knows_demand
-from benchmarks.ceiling_cells import MILP, has_exact_ceiling
+from benchmarks.ceiling_cells import CEILING_ROWS, MILP, MILP_SLOTS, has_exact_ceiling, has_stored_slot_ceiling
 from benchmarks.cells import AGREEMENT, Cell
 from benchmarks.stats import paired_difference, root_means, seed_spread
 from core_env.workload import SUITE_ROOTS
@@ -43,7 +47,7 @@ TEACHER = "edf-admission:fm,min_reports=5"
 #: ``python -m benchmarks.tuning --predictor pfn``), the teacher of ``mara-pfn``.
 PFN_TEACHER = "edf-admission:pfn,min_reports=1"
 PAPER_ROWS = ("fifo", "edf", "window-edf", "target-edf", "prior-edf", "edf-admission", TEACHER, PFN_TEACHER, "llf", "slaq", "las", "lara", "lara-fm",
-              "lara:pfn", "laira", "laira:pfn", "ppo-tianshou", "mat", "mara-wls", "mara-sparse", "mara", "mara-pfn", "clairvoyant", MILP)
+              "lara:pfn", "laira", "laira:pfn", "ppo-tianshou", "mat", "mara-wls", "mara-sparse", "mara", "mara-pfn", "clairvoyant", MILP_SLOTS, MILP)
 #: Leak probes (no loss values seen): a curve-aware row's own margin is the one beyond the better probe.
 PROBES = ("window-edf", "target-edf", "prior-edf")
 #: Curve-aware fixed rows paired with the best probe (learned and third-party rows are too).
@@ -102,6 +106,8 @@ class SuiteSpec:
         """The training seeds a row runs on a scenario ((0,) for rows that are not learned)."""
         if row == MILP:
             return (0,) if has_exact_ceiling(scenario.env) else ()
+        if row == MILP_SLOTS:
+            return (0,) if has_stored_slot_ceiling(scenario.task_set, scenario.load, scenario.env, scenario.trace) else ()
         if not is_learned(row):
             return (0,)
         return self.seeds if scenario.seeds is None else tuple(s for s in scenario.seeds if s in self.seeds)
@@ -122,12 +128,12 @@ def specs() -> dict[str, SuiteSpec]:
     train = tuple(Scenario(f"{t}/train", t) for t in TASK_SETS)
     heavy = tuple(Scenario(f"{t}/{load}", t, load, seeds=HEAVY_SEEDS) for load in HEAVY_LOADS for t in TASK_SETS)
     id_train = (Scenario("id/train"),)
-    core = ("edf", "window-edf", "target-edf", "prior-edf", "lara", "lara-fm", TEACHER, PFN_TEACHER, "laira", "mara-wls", "mara", "clairvoyant", MILP)
+    core = ("edf", "window-edf", "target-edf", "prior-edf", "lara", "lara-fm", TEACHER, PFN_TEACHER, "laira", "mara-wls", "mara", "clairvoyant", MILP_SLOTS, MILP)
     return {
         "paper": SuiteSpec("paper", PAPER_ROWS, train + heavy),
         "stress": SuiteSpec("stress", PAPER_ROWS, (Scenario("stress", "stress"),)),
         "diagnostics": SuiteSpec("diagnostics", PAPER_ROWS, id_train),
-        "shaping": SuiteSpec("shaping", ("edf", "window-edf", "target-edf", "prior-edf", "mara", "mara-sparse", "mara-pure", "mara-sparse-pure", MILP), train),
+        "shaping": SuiteSpec("shaping", ("edf", "window-edf", "target-edf", "prior-edf", "mara", "mara-sparse", "mara-pure", "mara-sparse-pure", MILP_SLOTS, MILP), train),
         "falsifier": SuiteSpec("falsifier", core, id_train + (Scenario("id/train, speeds + switch cost", env=FALSIFIER_ENV),)),
         "scale": SuiteSpec("scale", core, id_train + tuple(Scenario(f"id, {name}", "id", load, env, seeds=HEAVY_SEEDS) for name, (env, load) in SCALE_ENVS.items())),
     }
@@ -256,7 +262,7 @@ def summarize(spec: SuiteSpec, results: Sequence[dict[str, Any]], rows: Sequence
     diagnostics: dict[str, dict[str, float]] = {}
     for row in rows:
         first = by.get((row, spec.scenarios[0].name), {})
-        if first and row != MILP:
+        if first and row not in CEILING_ROWS:
             diagnostics[row] = {key: float(np.mean([r["mean"][key] for r in first.values()])) for key in
                                 ("node_utilization", "wasted_node_steps", "switches", "conflicts", "invalid_actions")}
             diagnostics[row]["decision_ms"] = float(np.mean([r["decision_ms"] for r in first.values()]))
@@ -265,7 +271,8 @@ def summarize(spec: SuiteSpec, results: Sequence[dict[str, Any]], rows: Sequence
                 diagnostics[row]["teacher"] = agreed[0]["teacher"]
                 for key in AGREEMENT:
                     diagnostics[row][key] = float(np.mean([a[key] for a in agreed]))
-    return {"table": table, "bound": bound, "gap_closed": gap_closed(values, rows, columns), "diagnostics": diagnostics,
+    return {"table": table, "bound": bound, "gap_closed": gap_closed(values, rows, columns),
+            "gap_closed_bound": gap_closed(values, rows, columns, MILP), "diagnostics": diagnostics,
             "differences": differences(columns, values, rows, table, compare), "probe_margins": probe_margins(table, columns),
             "pfn_targets": pfn_targets(values, rows)}
 
@@ -293,7 +300,7 @@ def probe_margins(table: dict[str, dict[str, dict[str, Any]]], columns: Sequence
     for column in columns:
         probe = best_probe(table, column)
         aware = [(cells[column]["mean"], row) for row, cells in table.items()
-                 if column in cells and row not in CURVE_FREE and not knows_demand(row) and row != MILP]
+                 if column in cells and row not in CURVE_FREE and not knows_demand(row) and row not in CEILING_ROWS]
         if probe is None or not aware:
             continue
         best, row = max(aware)
@@ -303,12 +310,12 @@ def probe_margins(table: dict[str, dict[str, dict[str, Any]]], columns: Sequence
     return out
 
 
-def gap_closed(values, rows: Sequence[str], columns: Sequence[str]) -> dict[str, dict[str, float]]:
-    """{row: {column: 100 · (row − EDF) / (milp − EDF)}} on the roots the row, EDF and the ceiling all ran
-    (seeds averaged within a root), where the ceiling is above EDF."""
+def gap_closed(values, rows: Sequence[str], columns: Sequence[str], ceiling_row: str = MILP_SLOTS) -> dict[str, dict[str, float]]:
+    """{row: {column: 100 · (row − EDF) / (ceiling − EDF)}} on the roots the row, EDF and the ceiling row
+    (``milp-slots`` by default) all ran (seeds averaged within a root), where the ceiling is above EDF."""
     out: dict[str, dict[str, float]] = {}
     for column in columns:
-        base, ceiling = root_means(values.get((GAP_BASE, column), {})), root_means(values.get((MILP, column), {}))
+        base, ceiling = root_means(values.get((GAP_BASE, column), {})), root_means(values.get((ceiling_row, column), {}))
         for row in rows:
             mine = root_means(values.get((row, column), {}))
             roots = sorted(set(mine) & set(base) & set(ceiling))
@@ -326,7 +333,7 @@ def _spread(values: np.ndarray) -> dict[str, float]:
 
 def is_fixed(row: str) -> bool:
     """A row that neither learns nor knows the hidden demand (nor is the ceiling): a candidate best baseline."""
-    return not (is_trained(row) or knows_demand(row) or is_external(row) or row == MILP)
+    return not (is_trained(row) or knows_demand(row) or is_external(row) or row in CEILING_ROWS)
 
 
 def best_fixed_row(table: dict[str, dict[str, dict[str, Any]]], column: str) -> str | None:

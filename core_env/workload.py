@@ -42,6 +42,9 @@ SUITE_DIR = Path(__file__).parent / "data" / "suites"
 SUITE_MANIFEST = SUITE_DIR / "manifest.json"
 #: The MILP offline optimum of every committed episode (written by ``python -m benchmarks ceilings``).
 CEILINGS_PATH = SUITE_DIR / "ceilings.json"
+#: The K-slot ceilings (:mod:`benchmarks.ceilings`) and their schedules.
+SLOT_CEILINGS_PATH = SUITE_DIR / "slot_ceilings.json"
+SLOT_SCHEDULES_PATH = SUITE_DIR / "slot_schedules.npz"
 SUITE_ROOTS = 10
 SUITE_EPISODES = 4
 SUITE_NODES = 4
@@ -404,28 +407,59 @@ def suite_cells(task_set: str, load: str, suite_dir: str | os.PathLike | None = 
 
 
 def suite_ceilings(task_set: str, load: str) -> dict[tuple[int, int], dict[str, Any]]:
-    """The stored MILP ceilings of a suite, ``{(root, episode): {"completed", "bound", "arrived", "gap", ...}}``.
+    """The stored slot-relaxed MILP ceilings of a suite, ``{(root, episode): {"completed", "bound", "arrived", "gap", ...}}``.
 
     Raises ValueError when ``ceilings.json`` is missing, holds no entry for the suite, was solved for
     another version of the suite file (checksum), or lacks an episode.
     """
+    return _stored_ceilings(CEILINGS_PATH, "MILP", task_set, load, "run `python -m benchmarks ceilings`")
+
+
+def schedule_key(task_set: str, load: str, root: int, episode: int) -> str:
+    """The name of an episode's K-slot schedule in ``slot_schedules.npz``."""
+    return f"{task_set}__{load}__r{root}__e{episode}"
+
+
+def suite_slot_ceilings(task_set: str, load: str) -> dict[tuple[int, int], dict[str, Any]]:
+    """The stored K-slot ceilings of a suite, ``{(root, episode): {"completed", "bound", "arrived", "gap",
+    "status", ...}}``: ``completed`` is achieved by a stored schedule, ``bound`` is proven, ``status`` says
+    whether they meet (``optimal``) or bracket the K-slot optimum (``interval``).
+
+    Raises ValueError when ``slot_ceilings.json`` is missing, holds no entry for the suite, was solved for
+    another version of the suite file (checksum) or another slot count, or lacks an episode.
+    """
+    from core_env.config import EnvConfig
+
+    return _stored_ceilings(SLOT_CEILINGS_PATH, "K-slot", task_set, load, "run `python -m benchmarks ceilings --only slots`",
+                            {"n_slots": EnvConfig().n_slots})
+
+
+def _stored_ceilings(path: Path, kind: str, task_set: str, load: str, command: str, expect: dict[str, Any] | None = None) -> dict[tuple[int, int], dict[str, Any]]:
     sha, name = suite_sha256(task_set, load), suite_path(task_set, load).name
-    if not CEILINGS_PATH.exists():
-        raise ValueError(f"no stored MILP ceilings ({CEILINGS_PATH} is missing); run `python -m benchmarks ceilings`")
-    entry = json.loads(CEILINGS_PATH.read_text()).get(name)
-    if entry is None or entry.get("sha256") != sha:
-        raise ValueError(f"the stored MILP ceilings of {name} are missing or were solved for another version of the file; run `python -m benchmarks ceilings`")
+    if not path.exists():
+        raise ValueError(f"no stored {kind} ceilings ({path} is missing); {command}")
+    entry = json.loads(path.read_text()).get(name)
+    if entry is None or entry.get("sha256") != sha or any(entry.get(k) != v for k, v in (expect or {}).items()):
+        raise ValueError(f"the stored {kind} ceilings of {name} are missing or were solved for another version of the file; {command}")
     out = {}
     for r, e in suite_cells(task_set, load):
         if f"{r}/{e}" not in entry["episodes"]:
-            raise ValueError(f"the stored MILP ceilings of {name} lack root {r} episode {e}; run `python -m benchmarks ceilings`")
+            raise ValueError(f"the stored {kind} ceilings of {name} lack root {r} episode {e}; {command}")
         out[(r, e)] = entry["episodes"][f"{r}/{e}"]
     return out
 
 
 def suite_ceiling_rates(task_set: str, load: str, cells: Sequence[tuple[int, int]]) -> np.ndarray:
-    """(len(cells),) the stored MILP optimum completion rate of each (root, episode) of a suite."""
-    stored = suite_ceilings(task_set, load)
+    """(len(cells),) the stored slot-relaxed MILP optimum completion rate of each (root, episode) of a suite."""
+    return _rates(suite_ceilings(task_set, load), cells)
+
+
+def suite_slot_ceiling_rates(task_set: str, load: str, cells: Sequence[tuple[int, int]]) -> np.ndarray:
+    """(len(cells),) the stored K-slot ceiling's completion rate (best schedule found) of each (root, episode) of a suite."""
+    return _rates(suite_slot_ceilings(task_set, load), cells)
+
+
+def _rates(stored: dict[tuple[int, int], dict[str, Any]], cells: Sequence[tuple[int, int]]) -> np.ndarray:
     return np.array([stored[c]["completed"] / max(stored[c]["arrived"], 1) for c in cells], dtype=np.float64)
 
 

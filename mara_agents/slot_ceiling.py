@@ -1,4 +1,4 @@
-"""The K-slot ceiling: the offline optimum of an episode under the env's own slot rules, as a MILP.
+"""The K-slot ceiling: the offline optimum of an episode under the env's own slot rules (CP-SAT).
 
 :func:`mara_agents.bounds.milp_ceiling` drops the slot limit, so it is only an upper bound where the K
 slots fill. :func:`slot_ceiling` keeps them, with the rules of :mod:`core_env.sim`: a task arriving
@@ -7,29 +7,26 @@ task holds its slot until it completes or its deadline passes; each node serves 
 Unit-speed nodes and no switching cost (the committed suites' setting): a task then completes exactly
 at its ``n*``-th node-step of service, whatever the order, so a schedule is a choice of which tasks
 each step serves. Node speeds and switching costs are not covered (a task's progress would depend on
-which node served it and in what order), and :func:`slot_ceiling` refuses them.
+which node served it and in what order).
 
-Model (scipy's ``milp``, HiGHS). For every task ``i``: binary ``adm_i`` (admitted). For each task ``j``
-that can finish (``n*_j`` ≤ window): binary ``z_j`` (completes), continuous ``x_{j,τ}`` ∈ [0, 1] (served
-at step τ, a_j ≤ τ < d_j) and, at each later arrival step ``t`` of its window where it could already be
-done (t − a_j ≥ n*_j), binary ``w_{j,t}`` = [it received n*_j node-steps before t]:
+Model (Google OR-Tools' CP-SAT, the optional ``ceilings`` extra; a provably exact search: its status
+says whether optimality was proven). For every task ``i`` a boolean ``adm_i`` (admitted); for each task
+``j`` that can finish (``n*_j`` ≤ window) a boolean ``z_j`` (completes) and booleans ``x_{j,τ}`` (served
+at step τ, a_j ≤ τ < d_j), and at each later arrival step ``t`` of its window where it could already be
+done a boolean ``w_{j,t}`` = [it received its ``n*_j`` node-steps before t]:
 
-* ``Σ_{τ<t} x_{j,τ} ≥ n*_j w_{j,t}`` and ``Σ_{τ<t} x_{j,τ} ≤ n*_j − 1 + (t − a_j) w_{j,t}`` (w is exact);
-* ``Σ_τ x_{j,τ} ≥ n*_j z_j``, ``z_j ≤ adm_j``, ``x_{j,τ} ≤ adm_j``; ``Σ_j x_{j,τ} ≤ N`` per step;
+* ``Σ_τ x_{j,τ} = n*_j z_j`` (no service beyond completion), ``z_j ⇒ adm_j``; ``Σ_j x_{j,τ} ≤ N`` per step;
+* ``n*_j w_{j,t} ≤ Σ_{τ<t} x_{j,τ} ≤ n*_j − 1 + w_{j,t}`` (w is exact);
 * at task ``i``'s arrival, the tasks before it in task order that still hold a slot, ``h_j = adm_j −
-  w_{j,a_i}`` (w = 0 where not defined, i.e. not yet done) for ``a_j ≤ a_i < d_j``, satisfy
-  ``Σ h_j + adm_i ≤ K`` (capacity) and ``Σ h_j ≥ K (1 − adm_i)`` (rejected only when every slot is full);
-* maximise ``Σ z_j``.
+  w_{j,a_i}`` (w = 0 where not defined) for ``a_j ≤ a_i < d_j``: ``Σ h_j + adm_i ≤ K`` (capacity) and
+  ``adm_i = 0 ⇒ Σ h_j ≥ K`` (rejected only when every slot is full);
+* maximise ``Σ z_j``, at most ``upper_bound`` (the slot-relaxed optimum, a valid cap).
 
-For fixed binaries the constraints on ``x`` form a network flow (steps → tasks, with bounds on each
-task's cumulative service between breakpoints) with integer data, so continuous ``x`` loses nothing; the
-schedule is read from a second solve with the binaries fixed and ``x`` integral. :func:`replay` plays a
-schedule through the simulator, so a stored value is one the env achieves, not one the model claims.
-
-Status (issue 28, in progress): exact against an exhaustive search through the simulator on small
-episodes (tests/test_slot_ceiling.py); on a committed suite episode (N = 4, K = 16, ~230 tasks) HiGHS does
-not yet close the gap within minutes, because the LP relaxation of "rejected only when every slot is
-full" is weak. The suites' ``milp`` row is still the slot-relaxed MILP, an upper bound.
+The search starts from a hint, the better of a given schedule and :func:`greedy_schedule` (EDF among the
+tasks that can still finish, the ``clairvoyant`` rule), and every candidate schedule is played through the
+simulator by :func:`replay`: the stored value is the best one the env achieves, never one a model
+claims. Where the time limit stops the search before a proof, the result is an interval: ``completed``
+(achieved) ≤ the K-slot optimum ≤ ``bound`` (CP-SAT's proven bound, capped by ``upper_bound``).
 """
 
 from __future__ import annotations
@@ -41,17 +38,30 @@ from typing import Any
 import numpy as np
 
 from core_env.workload import Workload
-from mara_agents.bounds import MILP_TIME_LIMIT, Ceiling
+from mara_agents.bounds import Ceiling
+
+#: Seconds CP-SAT may search one episode by default.
+SLOT_TIME_LIMIT = 20.0
+#: Steps a neighbourhood frees (in turn, one size per round of windows sliding by half their size).
+WINDOWS = (60, 90, 40)
+#: Seconds CP-SAT may spend on one neighbourhood (most are solved to optimality well within it).
+WINDOW_SECONDS = 2.0
+#: ``SlotCeiling.status`` when optimality is proven (``completed`` equals the bound).
+OPTIMAL = "optimal"
+#: ``SlotCeiling.status`` when the time limit stopped the search first: an interval, not an optimum.
+INTERVAL = "interval"
 
 
 @dataclasses.dataclass(frozen=True)
 class SlotCeiling(Ceiling):
-    """The K-slot optimum of one workload: :class:`~mara_agents.bounds.Ceiling`'s fields (best completions
-    found, HiGHS's dual bound, arrivals, MIP gap, seconds of both solves, status of the main solve) and
-    ``schedule``, (S, 2) int64 rows (step, task): the services of the best schedule, at most N per step,
-    none after a task's completion."""
+    """The K-slot optimum of one workload, or an interval around it: :class:`~mara_agents.bounds.Ceiling`'s
+    fields (``completed``: the replayed value of the best schedule; ``bound``: a proven upper bound;
+    ``status``: :data:`OPTIMAL` or :data:`INTERVAL`), ``schedule``, (S, 2) int64 rows (step, task): the
+    services of the best schedule, at most N per step, none after a task's completion, and ``greedy``, the
+    replayed value of :func:`greedy_schedule` (where the search started)."""
 
     schedule: np.ndarray
+    greedy: int
 
 
 def _check(workload: Workload, n_nodes: int, n_slots: int) -> None:
@@ -62,139 +72,208 @@ def _check(workload: Workload, n_nodes: int, n_slots: int) -> None:
         raise TypeError(f"workload must be a core_env.workload.Workload, got {type(workload).__name__}")
 
 
+def _need(workload: Workload) -> np.ndarray:
+    """Node-steps each task needs (int64; 2**62 where it never finishes)."""
+    demand = workload.demand
+    return np.where(np.isfinite(demand), np.ceil(demand), 2.0**62).astype(np.int64)
+
+
+def greedy_schedule(workload: Workload, n_nodes: int, n_slots: int) -> np.ndarray:
+    """(S, 2) (step, task) services of the ``clairvoyant`` rule under the env's slot rules: EDF (ties by
+    slot; an arrival takes the lowest free slot) among the admitted tasks that can still finish (remaining
+    need ≤ steps to deadline). A feasible K-slot schedule, the search's first hint, so the K-slot ceiling
+    never falls below the clairvoyant row."""
+    _check(workload, n_nodes, n_slots)
+    arrival, deadline, remaining = workload.arrival.astype(np.int64), workload.deadline.astype(np.int64), _need(workload)
+    order = np.argsort(arrival, kind="stable")
+    slots = [-1] * n_slots
+    out: list[tuple[int, int]] = []
+    nxt = 0
+    for t in range(int(deadline.max()) + 1 if len(workload) else 0):
+        slots = [j if j >= 0 and deadline[j] > t and remaining[j] > 0 else -1 for j in slots]
+        while nxt < len(order) and arrival[order[nxt]] == t:
+            if -1 in slots:
+                slots[slots.index(-1)] = int(order[nxt])
+            nxt += 1
+        live = sorted((deadline[j], k, j) for k, j in enumerate(slots) if j >= 0 and remaining[j] <= deadline[j] - t)
+        for _, _, j in live[:n_nodes]:
+            out.append((t, j))
+            remaining[j] -= 1
+    return np.array(out, dtype=np.int64).reshape(-1, 2)
+
+
+def _served(schedule: np.ndarray) -> dict[int, set[int]]:
+    served: dict[int, set[int]] = {}
+    for step, task in np.asarray(schedule, np.int64).reshape(-1, 2):
+        served.setdefault(int(task), set()).add(int(step))
+    return served
+
+
+def _useful(workload: Workload, schedule: np.ndarray) -> np.ndarray:
+    """``schedule`` without the services of tasks it does not complete (they change no completion: an
+    unfinished task holds its slot to its deadline either way) and none after a task's ``n*``-th."""
+    need, rows = _need(workload), np.asarray(schedule, np.int64).reshape(-1, 2)
+    rows = rows[np.lexsort((rows[:, 0], rows[:, 1]))]
+    keep = np.zeros(len(rows), bool)
+    for task in np.unique(rows[:, 1]):
+        at = np.flatnonzero(rows[:, 1] == task)
+        if at.size >= need[task]:
+            keep[at[: need[task]]] = True
+    kept = rows[keep]
+    return kept[np.lexsort((kept[:, 1], kept[:, 0]))]
+
+
 class _Model:
-    """Variable indices and constraint rows of the slot MILP (see the module docstring)."""
+    """The CP-SAT model of the module docstring."""
 
-    def __init__(self, workload: Workload, n_nodes: int, n_slots: int) -> None:
-        arrival, deadline = workload.arrival.astype(np.int64), workload.deadline.astype(np.int64)
-        need = workload.demand
-        self.m = m = len(workload)
-        self.can = np.flatnonzero(need <= deadline - arrival)
-        self.need = {int(j): int(need[j]) for j in self.can}
-        n = 0
-        self.adm = np.arange(m)
-        n += m
-        self.z = {int(j): n + i for i, j in enumerate(self.can)}
-        n += self.can.size
-        self.x: dict[int, tuple[int, int, int]] = {}  # task -> (first variable index, first step, window length)
+    def __init__(self, workload: Workload, n_nodes: int, n_slots: int, upper_bound: float | None) -> None:
+        from ortools.sat.python import cp_model
+
+        arrival, deadline, need = workload.arrival.astype(np.int64), workload.deadline.astype(np.int64), _need(workload)
+        self.model = model = cp_model.CpModel()
+        m = len(workload)
+        adm = [model.new_bool_var(f"adm{i}") for i in range(m)]
+        self.can = [int(j) for j in np.flatnonzero(need <= deadline - arrival)]
+        self.first = {j: int(arrival[j]) for j in self.can}
+        self.z = {j: model.new_bool_var(f"z{j}") for j in self.can}
+        self.x = {j: [model.new_bool_var(f"x{j}_{t}") for t in range(arrival[j], deadline[j])] for j in self.can}
+        per_step: dict[int, list] = {}
         for j in self.can:
-            self.x[int(j)] = (n, int(arrival[j]), int(deadline[j] - arrival[j]))
-            n += int(deadline[j] - arrival[j])
-        self.n_x_end = n
-        self.w: dict[tuple[int, int], int] = {}
+            model.add(sum(self.x[j]) == int(need[j]) * self.z[j])
+            model.add_implication(self.z[j], adm[j])
+            for offset, served in enumerate(self.x[j]):
+                per_step.setdefault(int(arrival[j]) + offset, []).append(served)
+        for served in per_step.values():
+            if len(served) > n_nodes:
+                model.add(sum(served) <= n_nodes)
         arrivals = np.unique(arrival)
+        done: dict[tuple[int, int], object] = {}
         for j in self.can:
-            a, d, k = int(arrival[j]), int(deadline[j]), self.need[int(j)]
+            a, d, k = int(arrival[j]), int(deadline[j]), int(need[j])
             for t in arrivals[(arrivals > a) & (arrivals < d) & (arrivals - a >= k)]:
-                self.w[(int(j), int(t))] = n
-                n += 1
-        self.n = n
-        self.rows: list[tuple[list[int], list[float], float, float]] = []
-        self._build(arrival, deadline, n_nodes, n_slots)
-
-    def _row(self, cols: list[int], vals: list[float], low: float, high: float) -> None:
-        self.rows.append((cols, vals, low, high))
-
-    def _build(self, arrival: np.ndarray, deadline: np.ndarray, n_nodes: int, n_slots: int) -> None:
-        inf = np.inf
-        per_step: dict[int, list[int]] = {}
-        for j, (first, a, length) in self.x.items():
-            k = self.need[j]
-            cols = list(range(first, first + length))
-            for offset, col in enumerate(cols):
-                per_step.setdefault(a + offset, []).append(col)
-                self._row([col, int(self.adm[j])], [1.0, -1.0], -inf, 0.0)  # x <= adm
-            self._row(cols + [self.z[j]], [1.0] * length + [-float(k)], 0.0, inf)  # Σx >= n* z
-            self._row([self.z[j], int(self.adm[j])], [1.0, -1.0], -inf, 0.0)  # z <= adm
-        for (j, t), col in self.w.items():
-            first, a, _ = self.x[j]
-            before = list(range(first, first + (t - a)))
-            k = self.need[j]
-            self._row(before + [col], [1.0] * len(before) + [-float(k)], 0.0, inf)  # Σ_{τ<t} x >= n* w
-            self._row(before + [col], [1.0] * len(before) + [-float(t - a)], -inf, float(k - 1))  # Σ_{τ<t} x <= n*-1 + (t-a) w
-        for cols in per_step.values():
-            self._row(cols, [1.0] * len(cols), -inf, float(n_nodes))
-        for i in range(self.m):
+                w = done[(j, int(t))] = model.new_bool_var(f"w{j}_{t}")
+                before = sum(self.x[j][: int(t) - a])
+                model.add(before >= k * w)
+                model.add(before <= k - 1 + w)
+        for i in range(m):
             a = int(arrival[i])
-            holders = [j for j in range(i) if deadline[j] > a]  # arrived before i (task order), deadline not passed
-            cols, vals, done = [], [], []
-            for j in holders:
-                cols.append(int(self.adm[j]))
-                vals.append(1.0)
-                if (j, a) in self.w:
-                    done.append(self.w[(j, a)])
-            cols += done
-            vals += [-1.0] * len(done)
-            self._row(cols + [int(self.adm[i])], vals + [1.0], -inf, float(n_slots))  # capacity
-            if holders:
-                self._row(cols + [int(self.adm[i])], vals + [float(n_slots)], float(n_slots), inf)  # forced admission
-            else:
-                self._row([int(self.adm[i])], [1.0], 1.0, inf)  # nothing holds a slot: admitted
+            holders = [j for j in range(i) if deadline[j] > a]
+            if not holders:
+                model.add(adm[i] == 1)
+                continue
+            held = sum(adm[j] for j in holders) - sum(done[(j, a)] for j in holders if (j, a) in done)
+            model.add(held + adm[i] <= n_slots)
+            model.add(held >= n_slots).only_enforce_if(~adm[i])
+        objective = sum(self.z.values())
+        if upper_bound is not None and self.z:
+            model.add(objective <= int(np.floor(upper_bound + 1e-9)))
+        model.maximize(objective)
 
-    def solve(self, time_limit: float, fixed: np.ndarray | None = None) -> Any:
-        from scipy.optimize import Bounds, LinearConstraint, milp
-        from scipy.sparse import coo_matrix
+    def hint(self, schedule: np.ndarray) -> None:
+        served = _served(schedule)
+        for j in self.can:
+            steps = served.get(j, set())
+            for offset, variable in enumerate(self.x[j]):
+                self.model.add_hint(variable, (self.first[j] + offset) in steps)
 
-        r, c, v, low, high = [], [], [], [], []
-        for index, (cols, vals, lo, hi) in enumerate(self.rows):
-            r += [index] * len(cols)
-            c += cols
-            v += vals
-            low.append(lo)
-            high.append(hi)
-        matrix = coo_matrix((v, (r, c)), shape=(len(self.rows), self.n)).tocsr()
-        objective = np.zeros(self.n)
-        objective[list(self.z.values())] = -1.0
-        binary = np.ones(self.n)
-        binary[self.m + len(self.z): self.n_x_end] = 0.0  # x: continuous
-        lower, upper = np.zeros(self.n), np.ones(self.n)
-        if fixed is not None:  # the binaries fixed to a solution; x integral
-            is_binary = binary.astype(bool)
-            lower[is_binary] = upper[is_binary] = np.round(fixed[is_binary])
-            binary[:] = 1.0
-        return milp(objective, constraints=LinearConstraint(matrix, low, high), integrality=binary,
-                    bounds=Bounds(lower, upper), options={"time_limit": float(time_limit), "disp": False})
+    def neighbourhood(self, schedule: np.ndarray, low: int, high: int):
+        """A copy of the model with every service outside steps [low, high) fixed to ``schedule``'s."""
+        copy = self.model.clone()
+        served = _served(schedule)
+        for j in self.can:
+            steps = served.get(j, set())
+            for offset, variable in enumerate(self.x[j]):
+                step = self.first[j] + offset
+                if not low <= step < high:
+                    value = int(step in steps)
+                    domain = copy.proto.variables[variable.index].domain
+                    domain[0] = domain[1] = value
+        return copy
 
-    def schedule(self, solution: np.ndarray) -> np.ndarray:
-        """(step, task) services of an integral solution, none after the task's n*-th."""
-        out = []
-        for j, (first, a, length) in self.x.items():
-            served = np.flatnonzero(np.round(solution[first:first + length]) > 0)[: self.need[j]]
-            out += [(a + int(s), j) for s in served]
+    def schedule(self, solver) -> np.ndarray:
+        out = [(self.first[j] + offset, j) for j in self.can for offset, v in enumerate(self.x[j]) if solver.boolean_value(v)]
         return np.array(sorted(out), dtype=np.int64).reshape(-1, 2)
 
 
-def slot_ceiling(workload: Workload, n_nodes: int, n_slots: int, time_limit: float = MILP_TIME_LIMIT) -> SlotCeiling:
-    """The K-slot offline optimum of ``workload`` on ``n_nodes`` unit-speed nodes and ``n_slots`` slots.
+def slot_ceiling(workload: Workload, n_nodes: int, n_slots: int, time_limit: float = SLOT_TIME_LIMIT, *,
+                 upper_bound: float | None = None, hint: np.ndarray | None = None, workers: int = 2, seed: int = 0) -> SlotCeiling:
+    """The K-slot offline optimum of ``workload`` on ``n_nodes`` unit-speed nodes and ``n_slots`` slots, or
+    the interval [best replayed schedule, proven bound] where ``time_limit`` seconds do not prove it.
+
+    ``upper_bound`` caps the objective (pass the slot-relaxed optimum's bound); ``hint`` is a schedule to
+    start from (e.g. the one stored by an earlier, shorter search); ``workers`` CP-SAT search workers
+    (with one worker, and a seed, the search is deterministic).
 
     Raises:
-        ValueError: a node or slot count that is not an int >= 1.
-        RuntimeError: HiGHS found no feasible schedule within ``time_limit`` (never the case in practice:
-            serving nothing is feasible), or the schedule achieves fewer completions in the simulator than
-            the model counts (a modelling error; the tests guard against it).
+        ValueError: a node or slot count that is not an int >= 1, or a time limit that is not > 0.
+        ImportError: OR-Tools is not installed (``pip install 'core-learning[ceilings]'``).
+        RuntimeError: the model's schedule achieves fewer completions in the simulator than the model
+            counts (a modelling error; the tests guard against it).
     """
     _check(workload, n_nodes, n_slots)
+    if not (isinstance(time_limit, (int, float)) and np.isfinite(time_limit) and time_limit > 0):
+        raise ValueError(f"time_limit must be a finite number of seconds > 0, got {time_limit!r}")
     m = len(workload)
     if m == 0:
-        return SlotCeiling(0, 0.0, 0, 0.0, 0.0, "no tasks", np.zeros((0, 2), np.int64))
+        return SlotCeiling(0, 0.0, 0, 0.0, 0.0, OPTIMAL, np.zeros((0, 2), np.int64), 0)
+    try:
+        from ortools.sat.python import cp_model
+    except ImportError as error:
+        raise ImportError("the K-slot ceiling needs OR-Tools' CP-SAT: pip install 'core-learning[ceilings]'") from error
     start = time.perf_counter()
-    model = _Model(workload, n_nodes, n_slots)
-    result = model.solve(time_limit)
-    if result.x is None:
-        raise RuntimeError(f"the slot MILP found no schedule within {time_limit} s: {result.message}")
-    integral = model.solve(time_limit, fixed=result.x)
-    if integral.x is None:
-        raise RuntimeError(f"no integral schedule for the slot MILP's chosen tasks: {integral.message}")
-    seconds = time.perf_counter() - start
-    schedule = model.schedule(integral.x)
-    # the value is what the env achieves with the schedule (a time-limited incumbent's z can undercount it, never overcount)
-    claimed = int(np.round(result.x[list(model.z.values())]).sum()) if model.z else 0
-    completed = replay(workload, schedule, n_nodes, n_slots)["completed"]
-    if completed < claimed:
-        raise RuntimeError(f"the slot MILP claims {claimed} completions but its schedule achieves {completed} in the env: a modelling error")
-    dual = getattr(result, "mip_dual_bound", None)
-    bound = max(float(-dual) if dual is not None and np.isfinite(dual) else float(completed), float(completed))
-    return SlotCeiling(completed, bound, m, (bound - completed) / max(bound, 1.0), seconds, str(result.message), schedule)
+    stop = start + float(time_limit)
+    candidates = [greedy_schedule(workload, n_nodes, n_slots)] + ([np.asarray(hint, np.int64).reshape(-1, 2)] if hint is not None else [])
+    scored = [(replay(workload, _useful(workload, s), n_nodes, n_slots)["completed"], i, _useful(workload, s)) for i, s in enumerate(candidates)]
+    best_value, _, best = max(scored, key=lambda item: (item[0], -item[1]))
+    greedy = scored[0][0]
+    model = _Model(workload, n_nodes, n_slots, upper_bound)
+    cap = int(np.floor(upper_bound + 1e-9)) if upper_bound is not None else len(model.can)
+    bound = float(cap)
+
+    def solve(neighbourhood: tuple[int, int] | None, seconds: float) -> tuple[int, Any]:
+        nonlocal best, best_value
+        model.model.clear_hints()
+        model.hint(best)
+        problem = model.model if neighbourhood is None else model.neighbourhood(best, *neighbourhood)
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = float(seconds)
+        solver.parameters.num_workers = int(workers)
+        solver.parameters.random_seed = int(seed)
+        status = solver.solve(problem)
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            schedule = model.schedule(solver)
+            claimed = int(round(solver.objective_value))
+            achieved = replay(workload, schedule, n_nodes, n_slots)["completed"]
+            if achieved < claimed:
+                raise RuntimeError(f"CP-SAT claims {claimed} completions but its schedule achieves {achieved} in the env: a modelling error")
+            if achieved > best_value:
+                best_value, best = achieved, schedule
+        return status, solver
+
+    # 1. neighbourhoods (every service outside a window of steps fixed to the best schedule's), each solved
+    #    to optimality in a few seconds, sliding over the episode with window sizes in turn, until the cap
+    #    is reached, the time is spent, or a round of every size improves nothing
+    horizon, stale, rounds = int(workload.deadline.max()) + 1, 0, 0
+    while best_value < cap and stale < len(WINDOWS) and time.perf_counter() < stop:
+        size, before = WINDOWS[rounds % len(WINDOWS)], best_value
+        for low in range(-((rounds * size // 3) % (size // 2)), horizon, size // 2):
+            left = stop - time.perf_counter()
+            if best_value >= cap or left <= 0:
+                break
+            solve((low, low + size), min(WINDOW_SECONDS, left))
+        stale, rounds = (stale + 1 if best_value == before else 0), rounds + 1
+    # 2. the whole model from the best schedule for the time left: its proven bound (or optimality)
+    left = stop - time.perf_counter()
+    if best_value < cap and left > 0:
+        status, solver = solve(None, left)
+        if status == cp_model.OPTIMAL:
+            bound = float(best_value)
+        elif status == cp_model.FEASIBLE:
+            bound = min(bound, float(solver.best_objective_bound))
+    bound = max(bound, float(best_value))
+    proven = best_value >= np.floor(bound + 1e-9)
+    return SlotCeiling(int(best_value), float(bound), m, (bound - best_value) / max(bound, 1.0), time.perf_counter() - start,
+                       OPTIMAL if proven else INTERVAL, best, greedy)
 
 
 def replay(workload: Workload, schedule: np.ndarray, n_nodes: int, n_slots: int) -> dict[str, int]:

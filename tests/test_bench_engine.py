@@ -217,11 +217,13 @@ def _result(agent: str, root: int, rate: float, seed: int = 0, task_set: str = "
 
 
 def test_summaries_are_at_the_level_of_the_evaluation_root():
-    spec = SuiteSpec("paper", ("edf", "lara", "mara", "milp"), (Scenario("id/train"),), roots=4, seeds=(0, 1))
+    spec = SuiteSpec("paper", ("edf", "lara", "mara", "milp-slots", "milp"), (Scenario("id/train"),), roots=4, seeds=(0, 1))
     edf, lara, milp = [0.40, 0.50, 0.45, 0.55], [0.50, 0.52, 0.50, 0.60], [0.80, 0.80, 0.80, 0.80]
+    slots = [0.70, 0.72, 0.70, 0.74]
     mara = {0: [0.50, 0.60, 0.56, 0.64], 1: [0.54, 0.60, 0.60, 0.68]}
     results = [_result("edf", r, v) for r, v in enumerate(edf)] + [_result("lara", r, v) for r, v in enumerate(lara)] \
-        + [_result("milp", r, v) for r, v in enumerate(milp)] + [_result("mara", r, v, seed) for seed, vs in mara.items() for r, v in enumerate(vs)]
+        + [_result("milp", r, v) for r, v in enumerate(milp)] + [_result("milp-slots", r, v) for r, v in enumerate(slots)] \
+        + [_result("mara", r, v, seed) for seed, vs in mara.items() for r, v in enumerate(vs)]
     summary = summarize(spec, results, spec.rows)
     per_root = 100 * np.mean([mara[0], mara[1]], axis=0)  # seeds averaged within each root: 52, 60, 58, 66
     entry = summary["table"]["mara"]["id/train"]
@@ -232,10 +234,12 @@ def test_summaries_are_at_the_level_of_the_evaluation_root():
     assert against_lara["n"] == 4 and against_lara["best_fixed"]  # one pair per root, never per (seed, root)
     assert against_lara["mean"] == pytest.approx(np.mean(per_root - 100 * np.array(lara)))
     assert against_lara["p_value"] == pytest.approx(2 / 16)  # every root positive: 2 of the 2^4 sign patterns
-    gap = summary["gap_closed"]
-    assert gap["edf"]["id/train"] == pytest.approx(0.0) and gap["milp"]["id/train"] == pytest.approx(100.0)
-    assert gap["lara"]["id/train"] == pytest.approx(100 * (53.0 - 47.5) / (80.0 - 47.5))
-    assert "milp" not in summary["diagnostics"]
+    gap, upper = summary["gap_closed"], summary["gap_closed_bound"]  # against milp-slots (71.5), against the slot-relaxed milp (80)
+    assert gap["edf"]["id/train"] == pytest.approx(0.0) and gap["milp-slots"]["id/train"] == pytest.approx(100.0)
+    assert gap["lara"]["id/train"] == pytest.approx(100 * (53.0 - 47.5) / (71.5 - 47.5))
+    assert upper["milp"]["id/train"] == pytest.approx(100.0) and upper["lara"]["id/train"] == pytest.approx(100 * (53.0 - 47.5) / (80.0 - 47.5))
+    assert "milp" not in summary["diagnostics"] and "milp-slots" not in summary["diagnostics"]
+    assert not any(d["b"] in ("milp", "milp-slots") and d["best_fixed"] for d in summary["differences"])  # ceilings are never the best fixed row
 
 
 def test_the_milp_row_runs_only_where_it_is_exact_and_reads_the_stored_optimum(tmp_path):
@@ -282,7 +286,8 @@ def test_curve_aware_rows_are_paired_with_the_better_probe_and_trained_rows_are_
     # the gap closed uses the roots the row, EDF and milp all ran: drop lara-fm's root 2 and the share follows
     partial = summarize(spec, [r for r in results if not (r["cell"]["agent"] == "lara-fm" and r["cell"]["root"] == 2)], spec.rows)
     expected = 100 * (np.mean([0.60, 0.63]) - np.mean([0.50, 0.52])) / (0.80 - np.mean([0.50, 0.52]))
-    assert partial["gap_closed"]["lara-fm"]["id/train"] == pytest.approx(expected)
+    assert partial["gap_closed_bound"]["lara-fm"]["id/train"] == pytest.approx(expected)
+    assert "lara-fm" not in partial["gap_closed"]  # no milp-slots row here: no share against it
 
 
 def test_a_probe_that_is_also_the_best_fixed_row_gives_one_difference_per_trained_row():

@@ -145,3 +145,45 @@ def test_ceilings_run_resumes_after_an_interruption_and_the_reader_checks_checks
     path.write_text(json.dumps(store))
     with pytest.raises(ValueError, match="another version of the file"):
         wl.suite_ceilings("id", "train")
+
+
+def test_slot_ceilings_run_resumes_and_a_longer_run_starts_from_the_stored_schedules(tmp_path, monkeypatch):
+    import json
+
+    import numpy as np
+
+    from benchmarks import ceilings
+    from core_env import workload as wl
+    from mara_agents import slot_ceiling as sc
+
+    paths = {"SLOT_CEILINGS_PATH": tmp_path / "slot_ceilings.json", "SLOT_SCHEDULES_PATH": tmp_path / "slot_schedules.npz"}
+    for name, path in paths.items():
+        monkeypatch.setattr(ceilings, name, path)
+        monkeypatch.setattr(wl, name, path)
+    calls, stop_after = [], [3]
+
+    def fake(workload, n_nodes, n_slots, time_limit, upper_bound=None, hint=None):
+        if stop_after and len(calls) == stop_after[0]:
+            raise KeyboardInterrupt  # stopped after 3 episodes
+        calls.append((time_limit, None if hint is None else hint.tolist()))
+        schedule = np.array([[0, 0]]) if hint is None else np.vstack([hint, [[1, 0]]])
+        return sc.SlotCeiling(len(schedule), float(upper_bound), len(workload), 0.0, 1.0, sc.INTERVAL, schedule, 0)
+
+    monkeypatch.setattr(sc, "slot_ceiling", fake)
+    with pytest.raises(KeyboardInterrupt):
+        ceilings.solve_slots(["id"], ["train"], 5.0)
+    assert len(json.loads(paths["SLOT_CEILINGS_PATH"].read_text())["id__train.npz"]["episodes"]) == 3
+    with pytest.raises(ValueError, match="K-slot ceilings of id__train.npz lack root 0 episode 3"):
+        wl.suite_slot_ceilings("id", "train")
+    calls.clear()
+    stop_after.clear()
+    ceilings.solve_slots(["id"], ["train"], 5.0)
+    assert len(calls) == 37 and all(hint is None for _, hint in calls)  # only the episodes left
+    assert len(wl.suite_slot_ceilings("id", "train")) == 40
+    calls.clear()
+    ceilings.solve_slots(["id"], ["train"], 5.0)
+    assert calls == []  # every episode searched for this long already
+    ceilings.solve_slots(["id"], ["train"], 20.0)  # longer: every episode again, from its stored schedule
+    assert len(calls) == 40 and all(limit == 20.0 and hint == [[0, 0]] for limit, hint in calls)
+    stored = wl.suite_slot_ceilings("id", "train")[(0, 0)]
+    assert stored["completed"] == 2 and stored["time_limit"] == 20.0 and stored["seconds"] == 2.0

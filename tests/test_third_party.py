@@ -59,7 +59,7 @@ def test_a_third_party_agent_runs_through_the_cli_from_outside_the_repository(tm
     (tmp_path / "my_agents.py").write_text(AGENT_SOURCE)
     out = tmp_path / "results"
     before = _tree_state()
-    run = _run(["-m", "benchmarks", "paper", "--rows", "my_agents:IdleAgent", "my_agents:make", "edf", "milp", "--scenarios", "id/train",
+    run = _run(["-m", "benchmarks", "paper", "--rows", "my_agents:IdleAgent", "my_agents:make", "edf", "milp-slots", "milp", "--scenarios", "id/train",
                 "--roots", "2", "--episodes", "1", "--out", str(out)], cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     assert _tree_state() == before  # nothing written into the checkout
@@ -68,6 +68,8 @@ def test_a_third_party_agent_runs_through_the_cli_from_outside_the_repository(tm
     assert table["my_agents:IdleAgent"]["id/train"]["mean"] == 0.0 and table["my_agents:make"]["id/train"]["mean"] == 0.0
     assert table["edf"]["id/train"]["mean"] > 30 and table["milp"]["id/train"]["mean"] > table["edf"]["id/train"]["mean"]
     assert payload["gap_closed"]["my_agents:IdleAgent"]["id/train"] < -100  # idles: worse than EDF by more than the whole gap
+    assert payload["gap_closed"]["my_agents:IdleAgent"]["id/train"] < payload["gap_closed_bound"]["my_agents:IdleAgent"]["id/train"]
+    assert table["edf"]["id/train"]["mean"] < table["milp-slots"]["id/train"]["mean"] <= table["milp"]["id/train"]["mean"]
     fingerprint = payload["agents"]["my_agents:IdleAgent"]["weights_or_source_sha256"]
     assert fingerprint and len(fingerprint) == 16
     assert payload["env_version"] == "discrete_core_v1" and "id/train" in payload["suite_sha256"] and payload["commit"]

@@ -1,0 +1,49 @@
+"""The stored K-slot ceilings of the committed suites (``python -m benchmarks ceilings``): every stored
+schedule achieves its stored value in the env, and per episode clairvoyant ≤ K-slot ≤ slot-relaxed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core_env.config import LOADS, EnvConfig
+from core_env.npz import read_npz
+from core_env.workload import (SLOT_SCHEDULES_PATH, SUITE_TASK_SETS, load_suite, schedule_key, suite_cells, suite_ceilings,
+                               suite_slot_ceilings)
+from mara_agents.slot_ceiling import OPTIMAL, replay
+
+SUITES = [(t, load) for load in LOADS for t in SUITE_TASK_SETS]
+
+
+@pytest.fixture(scope="module")
+def schedules() -> dict[str, np.ndarray]:
+    return read_npz(SLOT_SCHEDULES_PATH)
+
+
+@pytest.mark.parametrize(("task_set", "load"), SUITES)
+def test_every_stored_schedule_achieves_its_stored_value_within_the_stored_bounds(task_set, load, schedules):
+    import hashlib
+
+    stored, relaxed = suite_slot_ceilings(task_set, load), suite_ceilings(task_set, load)
+    n_slots = EnvConfig().n_slots
+    for root, episode in suite_cells(task_set, load):
+        entry, schedule = stored[(root, episode)], schedules[schedule_key(task_set, load, root, episode)]
+        assert entry["schedule_sha256"] == hashlib.sha256(np.ascontiguousarray(schedule, np.uint16).tobytes()).hexdigest()
+        played = replay(load_suite(task_set, load, root, episode), schedule.astype(np.int64), 4, n_slots)
+        assert played["completed"] == entry["completed"] and played["arrived"] == entry["arrived"]
+        assert entry["greedy"] <= entry["completed"] <= entry["bound"] <= relaxed[(root, episode)]["bound"]
+        assert entry["completed"] <= relaxed[(root, episode)]["completed"]  # the relaxed optimum (proven) is above any K-slot schedule
+        assert (entry["status"] == OPTIMAL) == (entry["completed"] == entry["bound"])
+        assert entry["gap"] == pytest.approx((entry["bound"] - entry["completed"]) / max(entry["bound"], 1.0))
+
+
+@pytest.mark.parametrize("load", ["train", "x2"])
+def test_the_k_slot_ceiling_is_at_least_the_clairvoyant_row_on_every_episode(load):
+    from benchmarks.agents import make_agent
+    from benchmarks.rollout import run_agent
+
+    for task_set in SUITE_TASK_SETS:
+        cells = suite_cells(task_set, load)
+        played = run_agent(make_agent("clairvoyant"), [load_suite(task_set, load, r, e) for r, e in cells], EnvConfig(task_set=task_set, load=load))
+        stored = suite_slot_ceilings(task_set, load)
+        assert all(stored[c]["completed"] >= int(done) for c, done in zip(cells, played["completed"]))
