@@ -51,7 +51,8 @@ class EnvConfig:
     Attributes:
         n_nodes: N, compute nodes (agents), 1–256.
         n_slots: K, visible task slots, 1–1024.
-        arrival_steps: T_arrive, steps during which tasks may arrive; the episode then drains.
+        arrival_steps: T_arrive, steps during which tasks may arrive; the episode then drains. Seeded draws
+            cover min(arrival_steps, max_cycles) steps: arrivals no episode can reach are not drawn.
         load: a name in :data:`LOADS` or an arrival intensity per node and step in (0, 1] (the
             probability that each node's users submit a task in a step).
         task_set: ``"id"``, ``"rl_ood"``, ``"vit_ood"``, ``"stress"``, a custom

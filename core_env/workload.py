@@ -141,11 +141,16 @@ def draw_arrivals(intensity: float, n_nodes: int, arrival_steps: int, rng: np.ra
 
 
 def draw_workload(bank: CurveBank, intensity: float, arrival_steps: int, rng: np.random.Generator,
-                  recipe: TaskRecipe = DEFAULT_RECIPE, n_nodes: int = 4, reference: CurveBank | None = None) -> Workload:
+                  recipe: TaskRecipe = DEFAULT_RECIPE, n_nodes: int = 4, reference: CurveBank | None = None,
+                  horizon: int | None = None) -> Workload:
     """A workload of ``arrival_steps`` steps: :func:`draw_arrivals` at ``intensity`` per node, each task
     drawn from ``bank`` by ``recipe`` (:mod:`core_env.recipe`) against the families of ``reference``
-    (the runs the submitters know; default: ``bank`` itself)."""
-    arrival = draw_arrivals(intensity, n_nodes, arrival_steps, rng)
+    (the runs the submitters know; default: ``bank`` itself). With ``horizon`` (an episode's
+    ``max_cycles``), arrivals are drawn only for the steps an episode can play, ``min(arrival_steps,
+    horizon)``: a config whose arrival window outlasts its episodes costs what it can play, not more
+    (the draw is unchanged whenever ``arrival_steps <= horizon``, as in every default config)."""
+    steps = arrival_steps if horizon is None else min(arrival_steps, int(horizon))
+    arrival = draw_arrivals(intensity, n_nodes, steps, rng)
     tasks = draw_tasks(bank, _reference_of(reference if reference is not None else bank, recipe), arrival.size, rng)
     return Workload(bank, arrival, arrival + tasks["window"], tasks["target"], tasks["batches_per_step"],
                     tasks["curve"], tasks["demand"], arrival_steps)
@@ -588,4 +593,5 @@ def select_workload(config: EnvConfig, rng: np.random.Generator, options: dict[s
         return workload
     if config.task_set == "stress":
         return stress_workload(config.n_nodes)
-    return draw_workload(config.bank("train"), config.arrival_intensity, config.arrival_steps, rng, config.recipe, n_nodes=config.n_nodes)
+    return draw_workload(config.bank("train"), config.arrival_intensity, config.arrival_steps, rng, config.recipe, n_nodes=config.n_nodes,
+                         horizon=config.max_cycles)

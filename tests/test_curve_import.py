@@ -89,6 +89,8 @@ def test_flag_rule_cases():
     w = 5
     assert flag_runs([np.r_[np.full(w, 1.0), np.full(w, 0.9)]]).tolist() == [0]
     assert flag_runs([np.r_[np.full(w, 1.0), np.full(w, 0.9001)]]).tolist() == [NON_LEARNER]
+    # finite losses so large that their sum overflows: a constant run is still a non-learner, a learning one is not
+    assert flag_runs([np.full(100, 1e308), np.linspace(1.7e308, 1e307, 100)]).tolist() == [NON_LEARNER, 0]
 
 
 def test_generator_finalize_uses_the_public_rule():
@@ -204,6 +206,25 @@ def test_tensorboard_round_trip(tmp_path):
         fam, curve = expected[rid]
         assert bank.family[i] == fam
         np.testing.assert_allclose(bank.curve(i), curve, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("damage", "message"), [("flip", "fails its (length|data) checksum"), ("cut", "ends inside"), ("flip-late", "fails its data checksum")])
+def test_a_damaged_tensorboard_event_file_is_refused_not_read_in_part(tmp_path, damage, message):
+    # TensorBoard's own reader stops (or skips) silently at a bad record: the import checks every record's framing
+    write = _tensorboard_writer()
+    for r in range(2):
+        write(tmp_path / "logs" / "fam" / f"run{r}", {"loss": [(s, 3.0 / (1 + s)) for s in range(40)]})
+    event = sorted((tmp_path / "logs" / "fam" / "run1").glob("*tfevents*"))[0]
+    data = bytearray(event.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0x10
+    elif damage == "flip-late":
+        data[-6] ^= 0x01  # inside the last record's data
+    else:
+        data = data[: len(data) - 7]
+    event.write_bytes(bytes(data))
+    with pytest.raises(CurveImportError, match=f"{event.name}.*({message})"):
+        import_curves(tmp_path / "logs")
 
 
 def test_tensorboard_missing_package_names_the_extra(tmp_path, monkeypatch):

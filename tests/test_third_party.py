@@ -102,7 +102,8 @@ def test_the_python_api_returns_the_table_with_paired_differences(tmp_path):
         """EDF under another name (an in-memory agent)."""
 
     payload = benchmarks.evaluate(Cautious, suite="paper", out=tmp_path, scenarios=["id/train"], roots=2, episodes=1, against=("edf", "lara"))
-    assert payload["rows"] == ["Cautious", "edf", "lara", "milp"]
+    assert payload["rows"] == ["Cautious", "edf", "lara", "milp-slots", "milp"]
+    assert payload["table"]["milp-slots"]["id/train"]["mean"] <= payload["table"]["milp"]["id/train"]["mean"]
     assert payload["table"]["Cautious"]["id/train"] == payload["table"]["edf"]["id/train"]  # the same policy
     pairs = {(d["a"], d["b"]): d for d in payload["differences"] if d["scenario"] == "id/train"}
     assert pairs[("Cautious", "edf")]["mean"] == 0.0 and pairs[("Cautious", "lara")]["n"] == 2

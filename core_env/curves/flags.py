@@ -53,7 +53,11 @@ def flag_one(curve: np.ndarray, stopped: bool = False) -> int:
     if float(prefix.max()) >= EXPLODE_FACTOR * max(abs(float(prefix[0])), 1.0):
         flags |= DIVERGED
     w = smooth_window(prefix.size)
-    initial, final = float(prefix[:w].mean()), float(prefix[-w:].mean())
+    with np.errstate(over="ignore"):
+        initial, final = float(prefix[:w].mean()), float(prefix[-w:].mean())
+    if not (np.isfinite(initial) and np.isfinite(final)):  # finite losses near 1e308 whose sum overflows: compare scaled means
+        scale = float(np.abs(prefix).max())
+        initial, final = float((prefix[:w] / scale).mean()), float((prefix[-w:] / scale).mean())
     if final > NON_LEARNER_RATIO * initial:
         flags |= NON_LEARNER
     return flags

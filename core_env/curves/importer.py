@@ -48,6 +48,7 @@ import json
 import math
 import os
 import re
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -412,6 +413,29 @@ def _event_accumulator():
     return event_accumulator, tensor_util
 
 
+def _check_records(path: Path) -> None:
+    """Refuse an event file whose TFRecord framing is broken: every record is ``length`` (uint64), its
+    masked CRC-32C, ``length`` bytes of data and their masked CRC-32C. TensorBoard's reader stops or skips
+    silently at a bad record; here a flipped bit or a cut inside a record is an error naming the file and
+    the byte offset (a file cut exactly between two records cannot be told from a shorter log)."""
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    data, offset = path.read_bytes(), 0
+    while offset < len(data):
+        header = data[offset:offset + 12]
+        if len(header) < 12:
+            raise CurveImportError(f"{path}: the event file ends inside a record header at byte {offset} (a cut or partly written file)")
+        length, length_crc = struct.unpack("<QI", header)
+        if masked_crc32c(header[:8]) != length_crc:
+            raise CurveImportError(f"{path}: the record at byte {offset} fails its length checksum (a corrupt file)")
+        body = data[offset + 12:offset + 12 + length + 4]
+        if len(body) < length + 4:
+            raise CurveImportError(f"{path}: the event file ends inside the record at byte {offset} (a cut or partly written file)")
+        if masked_crc32c(body[:length]) != struct.unpack("<I", body[length:])[0]:
+            raise CurveImportError(f"{path}: the record at byte {offset} fails its data checksum (a corrupt file)")
+        offset += 12 + length + 4
+
+
 def _read_tensorboard(path: Path, tag: str | None) -> _Read:
     event_accumulator, tensor_util = _event_accumulator()
     if path.is_file():
@@ -432,6 +456,7 @@ def _read_tensorboard(path: Path, tag: str | None) -> _Read:
         for f in run_files:
             if f.stat().st_size == 0:
                 raise CurveImportError(f"{f}: the event file is empty")
+            _check_records(f)
             file_info.append({"path": f.relative_to(base).as_posix(), "sha256": _sha256_file(f), "bytes": f.stat().st_size})
         source = str(run_files[0]) if path.is_file() else str(run_files[0].parent)
         acc = event_accumulator.EventAccumulator(source, size_guidance={"scalars": 0, "tensors": 0}, purge_orphaned_data=False)
