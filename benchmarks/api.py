@@ -82,7 +82,7 @@ def evaluate(agent: str | Agent | Callable[[], Agent], suite: str = "paper", out
             raise ValueError(f"unknown scenarios {unknown}; {suite} has {[s.name for s in spec.scenarios]}")
         chosen = tuple(s for s in spec.scenarios if s.name in scenarios)
     run_spec = SuiteSpec(spec.name, spec.rows, chosen, spec.roots if roots is None else roots, episodes, spec.seeds)
-    rows = list(dict.fromkeys([row, *against, MILP_SLOTS, MILP]))
+    rows = list(dict.fromkeys([row, *against, *((MILP_SLOTS,) if task_set is None else ()), MILP]))  # K-slot ceilings: committed suites only
     argv = ["--rows", *rows] + (["--task-set", str(task_set)] if task_set is not None else [])
     return run_suite(run_spec, Path(out), rows, workers=workers, progress=progress, argv=argv,
                      compare=[(row, other) for other in against if other != row])

@@ -29,8 +29,8 @@ from benchmarks.quick import summarize
 from benchmarks.rollout import run_agent
 from core_env.config import LOADS, EnvConfig
 from core_env.curves import is_bank_path
-from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, load_suite, stress_workload, suite_ceiling_rates, suite_cells, suite_meta,
-                               suite_slot_ceiling_rates
+from core_env.workload import (SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, load_suite, stress_workload, suite_ceiling_rates, suite_cells, suite_meta,
+                               suite_slot_ceiling_rates)
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 
 AGENTS = ("fifo", "edf", "window-edf", "target-edf", "prior-edf", "clairvoyant")

@@ -110,6 +110,35 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
     return store
 
 
+#: A K-slot episode counts as proven when its gap to the proven bound is at most this (issue 28's target share).
+PROVEN_GAP = 0.005
+
+
+def table() -> str:
+    """The stored K-slot ceilings per suite file as Markdown (for docs/results.md): episodes, proven
+    optimal, proven within 0.5 %, completion % of the best schedules found, of the proven bounds and of the
+    slot-relaxed optimum, mean and worst gap, search seconds."""
+    from benchmarks.report import markdown_table
+
+    store, relaxed = _read(SLOT_CEILINGS_PATH), _read()
+    rows = []
+    for name in sorted(store, key=lambda n: (list(LOADS).index(n.split("__")[1].removesuffix(".npz")), n)):
+        episodes = store[name]["episodes"]
+        found = [100 * e["completed"] / max(e["arrived"], 1) for e in episodes.values()]
+        bound = [100 * e["bound"] / max(e["arrived"], 1) for e in episodes.values()]
+        upper = [100 * relaxed[name]["episodes"][k]["completed"] / max(e["arrived"], 1) for k, e in episodes.items()]
+        gaps = [e["gap"] for e in episodes.values()]
+        rows.append((name.removesuffix(".npz").replace("__", "/"), len(episodes), sum(e["status"] == "optimal" for e in episodes.values()),
+                     sum(g <= PROVEN_GAP for g in gaps), f"{np.mean(found):.1f}", f"{np.mean(bound):.1f}", f"{np.mean(upper):.1f}",
+                     f"{100 * np.mean(gaps):.1f}", f"{100 * max(gaps):.1f}", f"{sum(e['seconds'] for e in episodes.values()):.0f}"))
+    every = [e for entry in store.values() for e in entry["episodes"].values()]
+    limits = "; ".join(f"{limit:g} s" for limit in sorted({e["time_limit"] for e in every}))
+    text = markdown_table(("suite", "episodes", "proven optimal", "gap ≤ 0.5 %", "milp-slots (best found) %", "proven bound %",
+                           "slot-relaxed optimum %", "mean gap %", "worst gap %", "search s"), rows)
+    return (text + f"\n\n{sum(e['gap'] <= PROVEN_GAP for e in every)} of {len(every)} episodes within {100 * PROVEN_GAP:.1f} % of their proven bound; "
+            f"searched {sum(e['seconds'] for e in every) / 60:.0f} min in all ({limits} per episode).")
+
+
 def _summary(store: dict, kind: str) -> None:
     for name in sorted(store):
         episodes = store[name]["episodes"].values()

@@ -167,8 +167,9 @@ def bank_scenarios(spec: SuiteSpec, task_set: str) -> tuple[Scenario, ...]:
 
 
 def for_task_set(spec: SuiteSpec, task_set: str) -> SuiteSpec:
-    """``spec`` with its scenarios on the bank file ``task_set`` (:func:`bank_scenarios`)."""
-    return dataclasses.replace(spec, scenarios=bank_scenarios(spec, task_set))
+    """``spec`` with its scenarios on the bank file ``task_set`` (:func:`bank_scenarios`); without the
+    ``milp-slots`` row, whose ceilings are stored for the committed suites only."""
+    return dataclasses.replace(spec, rows=tuple(r for r in spec.rows if r != MILP_SLOTS), scenarios=bank_scenarios(spec, task_set))
 
 
 def trace_scenarios(spec: SuiteSpec, trace: str, layout: str = "generic", step_seconds: float | None = None,
@@ -209,8 +210,10 @@ def trace_scenarios(spec: SuiteSpec, trace: str, layout: str = "generic", step_s
 
 
 def for_trace(spec: SuiteSpec, trace: str, layout: str = "generic", step_seconds: float | None = None, task_set: str = "id") -> SuiteSpec:
-    """``spec`` with its scenarios replaying the trace file ``trace`` on ``task_set`` (:func:`trace_scenarios`)."""
-    return dataclasses.replace(spec, scenarios=trace_scenarios(spec, trace, layout, step_seconds, task_set))
+    """``spec`` with its scenarios replaying the trace file ``trace`` on ``task_set`` (:func:`trace_scenarios`);
+    without the ``milp-slots`` row (stored for the committed suites only)."""
+    return dataclasses.replace(spec, rows=tuple(r for r in spec.rows if r != MILP_SLOTS),
+                               scenarios=trace_scenarios(spec, trace, layout, step_seconds, task_set))
 
 
 # ---------------------------------------------------------------------------------------------- summaries

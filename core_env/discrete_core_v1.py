@@ -480,6 +480,10 @@ are short; replaying suite or pre-drawn workloads avoids it.
     view validates each agent's action at its own `step`. Spaces and observation layout are unchanged.
   - `core_env.discrete_core_v0` and the ids `core_env/DiscreteCoRE-v0` / `core_env/discrete_core-v0`
     raise an error pointing here.
+  - *Amendment (2026-12-03, issue 29).* A seeded draw covers `min(arrival_steps, max_cycles)` steps of
+    arrivals: configs whose arrival window outlasts `max_cycles` (only those) draw different workloads
+    than before, and cost what an episode can play. Committed suites, default configs and checkpoints are
+    unaffected. The K-slot ceiling (`milp-slots`) joins the stored slot-relaxed MILP (issue 28).
 - v0 (2026-11): initial release (withdrawn: see v1).
 """
 

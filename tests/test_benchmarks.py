@@ -22,15 +22,19 @@ def reduced():
 
 def test_quick_summarizes_every_agent_and_the_bound(reduced):
     summary = reduced["summary"]
-    assert list(summary) == ["edf", "clairvoyant", quick.MILP, quick.BOUND]
-    for cells in summary.values():
-        assert set(cells) == {"id/train", "stress"}
+    assert list(summary) == ["edf", "clairvoyant", quick.SLOTS, quick.MILP, quick.BOUND]
+    assert set(summary[quick.SLOTS]) == {"id/train"}  # the K-slot ceiling is stored for the committed suites only
+    for row, cells in summary.items():
+        assert set(cells) == ({"id/train"} if row == quick.SLOTS else {"id/train", "stress"})
         assert all(0.0 <= cell["mean"] <= 100.0 and cell["sd"] >= 0.0 for cell in cells.values())
     assert summary["clairvoyant"]["stress"]["mean"] == pytest.approx(65.0)
     assert summary["edf"]["stress"]["mean"] == 0.0
     assert summary["edf"]["id/train"]["mean"] > 0.0
     assert summary[quick.MILP]["stress"]["mean"] == pytest.approx(65.0)  # clairvoyant reaches the ceiling on stress
-    assert summary["clairvoyant"]["id/train"]["mean"] <= summary[quick.MILP]["id/train"]["mean"] <= summary[quick.BOUND]["id/train"]["mean"]
+    assert (summary["clairvoyant"]["id/train"]["mean"] <= summary[quick.SLOTS]["id/train"]["mean"] <= summary[quick.MILP]["id/train"]["mean"]
+            <= summary[quick.BOUND]["id/train"]["mean"])
+    table = quick.table(summary, 2)
+    assert "EDF → milp-slots gap closed" in table and f"| {quick.SLOTS} |" in table and "| +100 |" in table
 
 
 def test_quick_episodes_never_beat_the_feasibility_bound(reduced):

@@ -14,6 +14,7 @@ from core_env import discrete_core_v1
 from core_env.config import LOADS
 from core_env.curves import bank_for
 from core_env.workload import (
+    SLOT_SCHEDULES_PATH,
     SUITE_DIR,
     SUITE_EPISODES,
     SUITE_MANIFEST,
@@ -72,7 +73,7 @@ def test_manifest_lists_exactly_one_file_per_task_set_and_load():
     manifest = json.loads(SUITE_MANIFEST.read_text())
     expected = {f"{t}__{load}.npz" for t in SUITE_TASK_SETS for load in LOADS}
     assert set(manifest) == expected
-    assert {p.name for p in SUITE_DIR.glob("*.npz")} == expected
+    assert {p.name for p in SUITE_DIR.glob("*.npz")} == expected | {SLOT_SCHEDULES_PATH.name}  # and the K-slot ceilings' schedules
 
 
 @pytest.mark.parametrize("task_set", SUITE_TASK_SETS)

@@ -4,7 +4,10 @@
 simulator (commit 0cc09af) before the step was rewritten as compiled loops; the test replays each case's
 recorded actions on the current implementation and requires the same trajectory: every integer
 (statistics, masks, terminations) exactly, rewards and potentials within 1e-9, observations within float32
-rounding of the logarithm (1e-5), so the comparison does not depend on a SIMD path.
+rounding of the logarithm (1e-5), so the comparison does not depend on a SIMD path. One case was
+re-recorded since: ``tiny_truncated`` (max_cycles 120 < arrival_steps 500), when seeded draws stopped at
+``max_cycles`` (issue 29) and its workload changed; its entries were replaced alone, the other cases are
+the original recording.
 
 A case is a PettingZoo episode (B = 1) driven by seeded actions: masked-random, or uniform over [0, K] so
 that invalid choices and conflicts occur too; ``batched`` cases step B environments together through the
