@@ -254,20 +254,7 @@ def figures(spec: SuiteSpec, payload: dict[str, Any], results: Sequence[dict[str
     paths = {}
     table = payload["table"]
     names = [s.name for s in spec.scenarios if "/x" not in s.name][:4]
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(table) * max(len(names), 1)), 3.6))
-    width = 0.8 / max(len(names), 1)
-    for j, name in enumerate(names):
-        xs = [i + j * width for i in range(len(table))]
-        empty = {"mean": np.nan, "sd": 0.0}
-        ax.bar(xs, [cells.get(name, empty)["mean"] for cells in table.values()], width,
-               yerr=[cells.get(name, empty)["sd"] for cells in table.values()], label=name, capsize=2)
-    ax.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(table))], list(table), rotation=45, ha="right")
-    ax.set_ylabel("completion %")
-    ax.set_title(f"{spec.name}: completion by agent (mean ± sd over cells)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    paths[f"{spec.name}_completion.png"] = figure_png(fig, dpi=110)
-    plt.close(fig)
+    paths[f"{spec.name}_completion.png"] = _completion_figure(spec.name, table, names, plt)
     loads = [c.split("/", 1)[1] for c in next(iter(table.values())) if c.startswith("average/")]
     if len(loads) > 1:
         paths[f"{spec.name}_load.png"] = _load_figure(table, loads, plt)
@@ -275,6 +262,60 @@ def figures(spec: SuiteSpec, payload: dict[str, Any], results: Sequence[dict[str
     if spec.name == "paper" and gantt_rows and any(s.task_set == "id" for s in spec.scenarios):  # the chart draws an `id` episode
         paths["paper_gantt.png"] = gantt_figure(gantt_rows, plt)
     return paths
+
+
+#: Bar colours of the completion figures by kind of row (legend label, colour).
+ROW_KINDS = {"ceiling": ("ceiling / upper bound (offline, knows the demand)", "#9e9e9e"), "oracle": ("told the demand (heuristic)", "#cfcfcf"),
+             "probe": ("leak probe (no loss values)", "#f0a04b"), "learned": ("learned (trained policy)", "#3b75af"),
+             "external": ("third-party", "#8c6bb1"), "rule": ("fixed rule", "#5aa469")}
+
+
+def _row_kind(row: str) -> str:
+    from benchmarks.agents import is_trained, knows_demand
+    from benchmarks.ceiling_cells import CEILING_ROWS
+    from benchmarks.paper import PROBES
+
+    if row in CEILING_ROWS:
+        return "ceiling"
+    if knows_demand(row):
+        return "oracle"
+    if row in PROBES:
+        return "probe"
+    if is_external(row):
+        return "external"
+    return "learned" if is_trained(row) else "rule"
+
+
+def _completion_figure(name: str, table: dict[str, dict[str, Any]], scenarios: list[str], plt) -> bytes:
+    """One horizontal-bar panel per scenario (at most four), every row labelled and coloured by its kind,
+    rows sorted by the first scenario's mean (the same order in every panel), the value printed at each bar."""
+    from matplotlib.patches import Patch
+
+    empty = {"mean": np.nan, "sd": 0.0}
+    rows = sorted(table, key=lambda r: (np.nan_to_num(table[r].get(scenarios[0], empty)["mean"], nan=-1.0), r)) if scenarios else list(table)
+    height = max(3.2, 1.3 + 0.27 * len(rows))
+    fig, axes = plt.subplots(1, max(len(scenarios), 1), figsize=(2.4 + 3.3 * max(len(scenarios), 1), height), sharey=True, squeeze=False)
+    colours = [ROW_KINDS[_row_kind(r)][1] for r in rows]
+    for ax, scenario in zip(axes[0], scenarios):
+        means = np.array([table[r].get(scenario, empty)["mean"] for r in rows], dtype=float)
+        sds = np.array([table[r].get(scenario, empty)["sd"] for r in rows], dtype=float)
+        ax.barh(range(len(rows)), np.nan_to_num(means), xerr=sds, color=colours, capsize=2, error_kw={"elinewidth": 0.8})
+        for y, (mean, sd) in enumerate(zip(means, sds)):
+            ax.text(1 if np.isnan(mean) else mean + sd + 1.5, y, "—" if np.isnan(mean) else f"{mean:.1f}", va="center", fontsize=7)
+        ax.set_title(scenario, fontsize=9)
+        ax.set_xlim(0, 100)
+        ax.set_xlabel("completion %", fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
+        ax.tick_params(axis="x", labelsize=7)
+    axes[0][0].set_yticks(range(len(rows)), [row_label(r) for r in rows], fontsize=7)
+    kinds = list(dict.fromkeys(_row_kind(r) for r in rows))
+    fig.legend(handles=[Patch(color=ROW_KINDS[k][1], label=ROW_KINDS[k][0]) for k in ROW_KINDS if k in kinds], loc="lower center",
+               ncol=3 if len(scenarios) > 1 else 2, fontsize=7, frameon=False)
+    fig.suptitle(f"{name}: completion % by row (mean ± sd over evaluation roots; sorted by {scenarios[0] if scenarios else 'row'})", fontsize=9)
+    fig.tight_layout(rect=(0, 0.5 / height, 1, 1 - 0.3 / height))
+    data = figure_png(fig, dpi=110)
+    plt.close(fig)
+    return data
 
 
 #: Rows whose node assignments the paper suite draws for one episode.
