@@ -42,6 +42,10 @@ from benchmarks.agents import QUICK_ROWS, make_agent
 AGENTS = QUICK_ROWS
 BOUND = "independent-feasibility relaxation"
 MILP = "slot-relaxed MILP (upper bound)"
+#: Printed after the table: what a newcomer runs next.
+NEXT_STEPS = ("\nNext: put your own agent beside these rows with `python -m benchmarks quick --rows edf my_module:MyAgent` "
+              "(docs/tutorials/evaluate-your-agent.md); every table of the paper, with paired statistics: docs/results.md "
+              "(`python -m benchmarks paper` and the other suites, `python -m benchmarks --help`); the tests: `make test`.")
 #: The K-slot ceiling row (stored for the committed suites: id/train only here).
 SLOTS = "milp-slots (K-slot optimum, best found)"
 EPISODE_COLUMNS = ("completion_rate", "completed", "arrived", "failed", "rejected", "node_utilization", "wasted_node_steps", "conflicts", "invalid_actions")
@@ -101,7 +105,11 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
     cases = scenarios(roots, episodes, task_set, trace)
     main = next(iter(cases))
     bounds = {scenario: independent_feasibility_bounds(workloads) for scenario, (_, workloads, _) in cases.items()}
-    for name in tqdm(agents, desc="quick", unit="agent", leave=False):
+    # rows differ a hundredfold in cost (a learned row with its predictor vs a rule), so no ETA is shown:
+    # the row being computed and the time so far
+    bar = tqdm(agents, desc="quick", leave=False, bar_format="{desc}: row {n_fmt}/{total_fmt} [{elapsed} so far]{postfix}")
+    for name in bar:
+        bar.set_postfix_str(f"computing {name}")
         agent = make_agent(name, seed, task_set or "id")
         summary[name] = {}
         for scenario, (config, workloads, cells) in cases.items():
@@ -177,4 +185,5 @@ def main(argv: Sequence[str] = ()) -> int:
                "recipe": (config.recipe.as_dict() if drawn else suite_meta("id", "train")["recipe"]), "wall_s": wall, "roots": args.roots, "episodes_per_root": args.episodes, **result}
     paths = write_results("quick", payload, result["episodes"], out=args.out)
     print(f"\nwall time {wall:.1f} s; wrote {', '.join(str(p) for p in paths)}")
+    print(NEXT_STEPS)
     return 0
