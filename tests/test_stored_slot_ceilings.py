@@ -47,3 +47,17 @@ def test_the_k_slot_ceiling_is_at_least_the_clairvoyant_row_on_every_episode(loa
         played = run_agent(make_agent("clairvoyant"), [load_suite(task_set, load, r, e) for r, e in cells], EnvConfig(task_set=task_set, load=load))
         stored = suite_slot_ceilings(task_set, load)
         assert all(stored[c]["completed"] >= int(done) for c, done in zip(cells, played["completed"]))
+
+
+def test_the_published_ceilings_table_counts_what_is_stored():
+    from benchmarks.ceilings import PROVEN_GAP, table
+
+    text = table()
+    every = []
+    for task_set, load in SUITES:
+        stored = list(suite_slot_ceilings(task_set, load).values())
+        every += stored
+        row = next(line for line in text.splitlines() if line.startswith(f"| {task_set}/{load} |")).split("|")
+        assert int(row[2]) == len(stored) and int(row[3]) == sum(e["status"] == OPTIMAL for e in stored)
+        assert int(row[4]) == sum(e["gap"] <= PROVEN_GAP for e in stored)
+    assert f"{sum(e['gap'] <= PROVEN_GAP for e in every)} of {len(every)} episodes within" in text
