@@ -43,6 +43,16 @@ def has_exact_ceiling(env: Sequence[tuple[str, Any]]) -> bool:
     return not any(overrides.get(name) not in (None, 0, 0.0) for name in NOT_EXACT_UNDER)
 
 
+def _result(cell: Any, episodes: list[dict[str, Any]], workloads: Sequence[Any], ceiling: str, start: float) -> dict[str, Any]:
+    """A ceiling row's cell result (the format of :func:`benchmarks.cells.run_group`) from its episodes."""
+    from benchmarks.cells import EPISODE_STATS, FORMAT
+
+    means = {key: float(np.mean([e[key] for e in episodes])) for key in (*EPISODE_STATS, "gap")}
+    return {"format": FORMAT, "key": cell.key, "cell": cell.fields(), "episodes": episodes, "mean": means,
+            "feasibility_bound": float(np.mean([w.feasibility_bound() for w in workloads])), "ceiling": ceiling,
+            "decision_ms": 0.0, "wall_s": time.perf_counter() - start}
+
+
 def has_stored_slot_ceiling(task_set: str, load: Any, env: Sequence[tuple[str, Any]], trace: Any = None) -> bool:
     """Whether a scenario is a committed evaluation suite, whose K-slot ceilings are stored."""
     from core_env.config import LOADS
@@ -55,7 +65,7 @@ def has_stored_slot_ceiling(task_set: str, load: Any, env: Sequence[tuple[str, A
 
 def slot_ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
     """Cell results of the ``milp-slots`` row, from the stored K-slot ceilings."""
-    from benchmarks.cells import EPISODE_STATS, FORMAT
+    from benchmarks.cells import EPISODE_STATS
     from core_env.workload import suite_slot_ceilings
 
     results = []
@@ -71,16 +81,13 @@ def slot_ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
             episode.update(completion_rate=entry["completed"] / entry["arrived"] if entry["arrived"] else 0.0, completed=int(entry["completed"]),
                            arrived=int(entry["arrived"]), t=float(cell.config().arrival_steps), gap=float(entry["gap"]))
             episodes.append(episode)
-        means = {key: float(np.mean([e[key] for e in episodes])) for key in (*EPISODE_STATS, "gap")}
-        results.append({"format": FORMAT, "key": cell.key, "cell": cell.fields(), "episodes": episodes, "mean": means,
-                        "feasibility_bound": float(np.mean([w.feasibility_bound() for w in cell.workloads()])), "ceiling": "stored",
-                        "decision_ms": 0.0, "wall_s": time.perf_counter() - start})
+        results.append(_result(cell, episodes, cell.workloads(), "stored", start))
     return results
 
 
 def ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
     """Cell results of the ``milp`` row (the format of :func:`benchmarks.cells.run_group`)."""
-    from benchmarks.cells import EPISODE_STATS, FORMAT
+    from benchmarks.cells import EPISODE_STATS
     from core_env.config import LOADS
     from core_env.workload import SUITE_NODES, SUITE_TASK_SETS, suite_ceilings
     from mara_agents.bounds import milp_ceiling
@@ -106,8 +113,5 @@ def ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
                            t=float(config.arrival_steps))
             episode["gap"] = (bound - completed) / max(bound, 1.0)
             episodes.append(episode)
-        means = {key: float(np.mean([e[key] for e in episodes])) for key in (*EPISODE_STATS, "gap")}
-        results.append({"format": FORMAT, "key": cell.key, "cell": cell.fields(), "episodes": episodes, "mean": means,
-                        "feasibility_bound": float(np.mean([w.feasibility_bound() for w in workloads])), "ceiling": "stored" if stored else "solved",
-                        "decision_ms": 0.0, "wall_s": time.perf_counter() - start})
+        results.append(_result(cell, episodes, workloads, "stored" if stored else "solved", start))
     return results

@@ -223,7 +223,8 @@ def slot_ceiling(workload: Workload, n_nodes: int, n_slots: int, time_limit: flo
     start = time.perf_counter()
     stop = start + float(time_limit)
     candidates = [greedy_schedule(workload, n_nodes, n_slots)] + ([np.asarray(hint, np.int64).reshape(-1, 2)] if hint is not None else [])
-    scored = [(replay(workload, _useful(workload, s), n_nodes, n_slots)["completed"], i, _useful(workload, s)) for i, s in enumerate(candidates)]
+    useful = [_useful(workload, s) for s in candidates]
+    scored = [(replay(workload, s, n_nodes, n_slots)["completed"], i, s) for i, s in enumerate(useful)]
     best_value, _, best = max(scored, key=lambda item: (item[0], -item[1]))
     greedy = scored[0][0]
     model = _Model(workload, n_nodes, n_slots, upper_bound)
