@@ -13,6 +13,7 @@ MaskToInfo             the Box ``observation``; the int8 mask moves to ``infos[a
 RLlibKeys              Dict ``{"observations", "action_mask"}`` (RLlib's action-masking RLModule)
 LongerHistory          the canonical Dict with H reported log losses per slot (≙ ``history=H``)
 OracleDemand           unchanged; adds the HIDDEN remaining demand to ``infos[a]`` (oracle rows only)
+FinalEpisode           unchanged; the finished episode's statistics survive autoreset in ``infos[a]``
 EpisodeRecorder        unchanged; records the workload and every action for :func:`replay`
 =====================  ==============================================================================
 
@@ -39,7 +40,7 @@ from core_env.curves import CurveBank, bank_for
 from core_env.parallel import DiscreteCoREParallelEnv
 from core_env.workload import Workload, stress_bank
 
-__all__ = ["EpisodeRecorder", "FlattenObservation", "LongerHistory", "MaskToInfo", "OracleDemand", "RLlibKeys", "replay"]
+__all__ = ["EpisodeRecorder", "FinalEpisode", "FlattenObservation", "LongerHistory", "MaskToInfo", "OracleDemand", "RLlibKeys", "replay"]
 
 Observations = dict[str, Any]
 Infos = dict[str, dict[str, Any]]
@@ -121,10 +122,12 @@ class FlattenObservation(ObservationWrapper):
 class MaskToInfo(ObservationWrapper):
     """Box observations with the int8 action mask in ``infos[agent]["action_mask"]``.
 
-    Serves TorchRL's ``PettingZooWrapper`` and BenchMARL: with it TorchRL yields flat
-    ``("node", "observation")`` and ``("node", "action_mask")`` entries instead of a nested observation
-    dict. The mask is present in the infos from reset on (TorchRL builds its info spec from the first
-    reset).
+    Serves every library that takes Box observations and reads the mask from the infos: TorchRL's
+    ``PettingZooWrapper`` and BenchMARL (flat ``("node", "observation")`` and ``("node", "action_mask")``
+    entries instead of a nested observation dict), SuperSuit's vectorizers (they pass infos through), and
+    hand-written loops (``infos[agent]["action_mask"]``; docs/env.md, "Libraries that read the mask from
+    the infos"). The mask is present in the infos from reset on (TorchRL builds its info spec from the
+    first reset).
     """
 
     def _transform_space(self, space: spaces.Space) -> spaces.Box:
@@ -207,6 +210,52 @@ class OracleDemand(ObservationWrapper):
     def _transform(self, observations: Observations, infos: Infos) -> tuple[Observations, Infos]:
         demand = self.unwrapped.episode.sim.remaining_demand()[0]
         return observations, {a: {**info, "remaining_demand": demand.copy()} for a, info in infos.items()}
+
+
+#: Per-step info keys that are not statistics of the episode (:class:`FinalEpisode` leaves them out).
+_PER_STEP_KEYS = frozenset({"action_mask", "conflict", "invalid_action", "potential", "active", "remaining_demand"})
+
+
+class FinalEpisode(ObservationWrapper):
+    """Keeps the statistics of the last finished episode in the infos, through autoreset.
+
+    Autoresetting vectorizers (SuperSuit's ``pettingzoo_env_to_vec_env_v1`` / ``concat_vec_envs_v1``, and
+    others alike) reset an env in the step that ends its episode and merge (or replace) that step's infos
+    with the reset's, so ``completion_rate``, ``completed``, ... of the episode that ended read as the new
+    episode's zeros. With this wrapper, ``infos[agent]["final_episode"]`` holds the finished episode's
+    statistics: a dict with every episode statistic of the env's infos (``completion_rate``,
+    ``completed``, ``arrived``, ``rejected``, ``failed``, ``conflicts``, ``invalid_actions``, ``t``, ...),
+    ``"return"`` (the agent's summed reward) and ``"index"`` (0 for the first episode this wrapper saw end,
+    then 1, 2, ...). It is in the infos of the step that ends the episode and of the reset that follows
+    (so a vectorizer that keeps only the reset's infos still delivers it; count an episode once per
+    ``index``), and absent otherwise. Library-neutral; wrap it inside the observation-reshaping wrappers,
+    e.g. ``MaskToInfo(FinalEpisode(parallel_env()))``.
+    """
+
+    def __init__(self, env: ParallelEnv) -> None:
+        super().__init__(env)
+        self._finished = 0
+        self._returns: dict[str, float] = {}
+        self._last: dict[str, dict[str, Any]] | None = None
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observations, Infos]:
+        observations, infos = super().reset(seed=seed, options=options)
+        self._returns = {a: 0.0 for a in self.possible_agents}
+        last, self._last = self._last, None
+        if last is not None:
+            infos = {a: {**info, "final_episode": dict(last[a])} if a in last else info for a, info in infos.items()}
+        return observations, infos
+
+    def step(self, actions: Mapping[str, Any]):
+        observations, rewards, terminations, truncations, infos = super().step(actions)
+        for a, r in rewards.items():
+            self._returns[a] = self._returns.get(a, 0.0) + float(r)
+        if infos and all(terminations.get(a, False) or truncations.get(a, False) for a in infos):
+            self._last = {a: {**{k: v for k, v in info.items() if k not in _PER_STEP_KEYS and np.ndim(v) == 0},
+                              "return": self._returns.get(a, 0.0), "index": self._finished} for a, info in infos.items()}
+            self._finished += 1
+            infos = {a: {**info, "final_episode": dict(self._last[a])} for a, info in infos.items()}
+        return observations, rewards, terminations, truncations, infos
 
 
 # --------------------------------------------------------------------------------------------------

@@ -157,6 +157,51 @@ def test_tianshou_load_agent_rejects_a_tampered_checkpoint(tmp_path):
         tianshou_ppo.load_agent(tmp_path / "missing")
 
 
+def test_tianshou_policy_on_predictor_features_acts_on_what_it_was_trained_on(tmp_path):
+    """A policy trained with --predictor wls: the agent, fed plain observations, rebuilds the features the
+    training env appended (same logits), resumes from its per-epoch snapshot, and refuses a mismatch."""
+    pytest.importorskip("tianshou", reason="Tianshou is in the 'agents' extra")
+    import torch
+
+    from mara_agents.integrations import tianshou_ppo
+    from mara_agents.integrations.common import make_gym_env
+    from mara_agents.integrations.nets import SequentialMaskedCategorical
+    from mara_agents.predictors.features import GymPredictorFeatures
+    from mara_agents.predictors.wls import WLS
+
+    report = tianshou_ppo.train(SMALL_ENV, epochs=2, steps_per_epoch=256, collect_steps=128, n_envs=2, batch_size=64, repeat=1,
+                                seed=0, out=tmp_path, predictor="wls", verbose=False)
+    assert report["predictor"] == "wls" and json.loads((tmp_path / "policy.json").read_text())["predictor"] == "wls"
+    snapshot = json.loads((tmp_path / tianshou_ppo.SNAPSHOT_FILE.replace(".pt", ".json")).read_text())
+    assert snapshot["epoch"] == 1 and snapshot["predictor"] == "wls"
+    agent = tianshou_ppo.load_agent(tmp_path)
+    wrapped = GymPredictorFeatures(make_gym_env(**SMALL_ENV), WLS())
+    obs, _ = wrapped.reset(seed=3)
+    agent.reset(1, obs["action_mask"].shape[0], obs["action_mask"].shape[1] - 1)
+    n_slots = obs["action_mask"].shape[1] - 1
+    plain_width = obs["observation"].shape[1] - 3 * n_slots
+    for step in range(60):
+        seen = agent.with_features(obs["observation"][None, :, :plain_width], n_slots)  # from plain observations only
+        np.testing.assert_allclose(seen[0], obs["observation"], atol=2e-4)
+        with torch.no_grad():
+            logits = agent.actor(torch.as_tensor(seen))
+            np.testing.assert_allclose(logits, agent.actor(torch.as_tensor(obs["observation"][None])), atol=1e-3)
+        obs, _, terminated, truncated, _ = wrapped.step(SequentialMaskedCategorical(logits, torch.as_tensor(obs["action_mask"][None])).mode[0].numpy())
+        if terminated or truncated:
+            break
+    assert step > 30 and agent._features._cache.recomputed > 0
+    resumed = tianshou_ppo.train(SMALL_ENV, epochs=1, steps_per_epoch=128, collect_steps=128, n_envs=2, batch_size=64, repeat=1,
+                                 seed=1, out=tmp_path / "resumed", predictor="wls", init=tmp_path, verbose=False)
+    assert resumed["env_steps"] >= 128
+    with pytest.raises(ValueError, match="appended features per slot cannot start a run"):
+        tianshou_ppo.train(SMALL_ENV, epochs=1, steps_per_epoch=128, collect_steps=128, n_envs=2, init=tmp_path, verbose=False)
+    with pytest.raises(ValueError, match="predictor must be one of"):
+        tianshou_ppo.train(SMALL_ENV, epochs=1, predictor="oracle", verbose=False)
+    with pytest.raises(SystemExit) as exit_info:
+        tianshou_ppo.main(["--small", "--epochs", "1", "--init", str(tmp_path), "--out", str(tmp_path / "cli")])
+    assert exit_info.value.code == 2
+
+
 # --------------------------------------------------------------------------------------------------
 # sb3-contrib
 

@@ -202,7 +202,7 @@ def test_agent_rebuilds_training_predictor_features():
     while not sim.done.all():
         obs, mask = features.observations(sim, config.history)
         full = predictor_observations(sim, reference)[0]
-        got = agent._predictor_features(obs, sim.K)
+        got = agent._features(obs, sim.K)  # an ObservedFeatures
         np.testing.assert_allclose(got, full[:, 0, obs.shape[2]:], atol=2e-4)
         # Tokens from plain observations plus predictions are those of the observations that carry them.
         tokens = parse_observation(obs, sim.K, agent.config, got)

@@ -14,7 +14,7 @@ from pettingzoo.utils.conversions import parallel_to_aec
 
 from core_env import discrete_core_v1
 from core_env.workload import stress_bank
-from core_env.wrappers import EpisodeRecorder, FlattenObservation, LongerHistory, MaskToInfo, OracleDemand, RLlibKeys, replay
+from core_env.wrappers import EpisodeRecorder, FinalEpisode, FlattenObservation, LongerHistory, MaskToInfo, OracleDemand, RLlibKeys, replay
 
 SMALL = {"arrival_steps": 40}
 
@@ -30,6 +30,7 @@ WRAPPED = {
     "longer_history": lambda: LongerHistory(small_env(), 20),
     "oracle_demand": lambda: OracleDemand(small_env()),
     "recorder": lambda: EpisodeRecorder(small_env()),
+    "final_episode": lambda: FinalEpisode(small_env()),
     "stack": lambda: MaskToInfo(LongerHistory(OracleDemand(EpisodeRecorder(small_env())), 12)),
 }
 

@@ -3,7 +3,9 @@
 :class:`SlotActor` scores every (node, slot) pair with one MLP over the node's context (node and global
 features), the slot's features and a "this node served the slot last step" flag, plus an idle logit per
 node: logits (B, N, K+1). Every node uses the same weights (the node index is one of its features), so
-this is one policy shared by all nodes, and it works for any N and K with the same history H.
+this is one policy shared by all nodes, and it works for any N and K with the same history H. With
+``extra`` = E > 0 the observation ends with E features per slot (slot 0's first), e.g. the K × 3 predictor
+features of :class:`mara_agents.predictors.features.GymPredictorFeatures`; they join each slot's row.
 
 :class:`SlotCritic` is a centralized value V(s) over the pooled slot table and the mean node context.
 
@@ -25,18 +27,23 @@ from mara_agents.integrations.common import MASKED_LOGIT
 CONTEXT = features.NODE_FEATURES + features.GLOBAL_FEATURES
 
 
-def split_observation(obs: torch.Tensor, history: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(B, N, D) observations -> context (B, N, 6), slot table (B, N, K, F+1) with a served-by-me flag, present (B, K)."""
+def split_observation(obs: torch.Tensor, history: int, extra: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(B, N, D) observations -> context (B, N, 6), slot table (B, N, K, F+E+1) (the env's F slot features,
+    the E appended per-slot features, a served-by-me flag), present (B, K)."""
     if obs.ndim != 3:
         raise ValueError(f"observation must have shape (B, N, D), got {tuple(obs.shape)}")
     width = features.slot_width(history)
     rest = obs.shape[-1] - features.SLOT_TABLE_START
-    if rest <= 0 or rest % width:
-        raise ValueError(f"observation length D={obs.shape[-1]} does not fit history H={history} (slot width {width})")
+    if rest <= 0 or rest % (width + extra):
+        raise ValueError(f"observation length D={obs.shape[-1]} does not fit history H={history} and {extra} appended features "
+                         f"per slot (slot width {width} + {extra})")
     B, N, _ = obs.shape
-    K = rest // width
+    K = rest // (width + extra)
     context = obs[..., :CONTEXT]
-    table = obs[..., features.SLOT_TABLE_START:].reshape(B, N, K, width)
+    end = features.SLOT_TABLE_START + K * width
+    table = obs[..., features.SLOT_TABLE_START:end].reshape(B, N, K, width)
+    if extra:
+        table = torch.cat([table, obs[..., end:].reshape(B, N, K, extra)], dim=-1)
     last = torch.round(obs[..., 2] * K).long() - 1  # slot this node served last step, -1 idle
     mine = (last.unsqueeze(-1) == torch.arange(K, device=obs.device)).float().unsqueeze(-1)
     return context, torch.cat([table, mine], dim=-1), table[:, 0, :, features.PRESENT]
@@ -54,15 +61,15 @@ def mlp(sizes: list[int]) -> nn.Sequential:
 class SlotActor(nn.Module):
     """Per-node logits (B, N, K+1): column 0 idle, column k the task in slot k-1 (masks not applied)."""
 
-    def __init__(self, history: int = 8, hidden: int = 64) -> None:
+    def __init__(self, history: int = 8, hidden: int = 64, extra: int = 0) -> None:
         super().__init__()
-        self.history, self.hidden = history, hidden
-        width = features.slot_width(history) + 1
+        self.history, self.hidden, self.extra = history, hidden, extra
+        width = features.slot_width(history) + extra + 1
         self.score = mlp([CONTEXT + width, hidden, hidden, 1])
         self.idle = mlp([CONTEXT, hidden, 1])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        context, table, _ = split_observation(obs, self.history)
+        context, table, _ = split_observation(obs, self.history, self.extra)
         K = table.shape[2]
         pairs = torch.cat([context.unsqueeze(2).expand(-1, -1, K, -1), table], dim=-1)
         return torch.cat([self.idle(context), self.score(pairs).squeeze(-1)], dim=-1)
@@ -71,15 +78,15 @@ class SlotActor(nn.Module):
 class SlotCritic(nn.Module):
     """Centralized value V(s) (B,) from the slot table (pooled over present slots) and the mean node context."""
 
-    def __init__(self, history: int = 8, hidden: int = 64) -> None:
+    def __init__(self, history: int = 8, hidden: int = 64, extra: int = 0) -> None:
         super().__init__()
-        self.history = history
-        width = features.slot_width(history)
+        self.history, self.extra = history, extra
+        width = features.slot_width(history) + extra
         self.embed = mlp([features.GLOBAL_FEATURES + width, hidden, hidden])
         self.head = mlp([2 * hidden + CONTEXT, hidden, 1])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        context, table, present = split_observation(obs, self.history)
+        context, table, present = split_observation(obs, self.history, self.extra)
         slots = table[:, 0, :, :-1]  # (B, K, F): identical for every node
         glob = context[:, 0, features.NODE_FEATURES:].unsqueeze(1).expand(-1, slots.shape[1], -1)
         e = torch.tanh(self.embed(torch.cat([glob, slots], dim=-1)))

@@ -12,9 +12,17 @@ cannot pick a task that nodes 0..i-1 already picked this step, and the log-proba
 exact probability of the joint action under that rule. So no invalid action and no conflict is ever sent
 to the env; the training report counts both from the env's infos (they stay 0).
 
+**Predictor features** (``--predictor fm`` or ``wls``): the env is wrapped in
+:class:`~mara_agents.predictors.features.GymPredictorFeatures`, which appends each slot's predicted
+remaining demand, its spread and the probability that it fits the steps to deadline; the same per-slot
+MLP then reads them beside the slot's own features (``SlotActor(extra=3)``). The trained agent rebuilds
+them from its own observations (:class:`~mara_agents.predictors.features.ObservedFeatures`), as the
+MAT agents do.
+
 Run::
 
     python -m mara_agents.integrations.tianshou_ppo --epochs 10 --steps-per-epoch 4096 --out runs/tianshou_ppo
+    python -m mara_agents.integrations.tianshou_ppo --predictor fm --out runs/tianshou_ppo_fm
 
 which writes ``policy.pt`` (+ ``policy.json`` manifest and ``train.json`` with the learning curve).
 :func:`load_agent` returns the trained policy as a :class:`mara_agents.protocols.Agent` (greedy by
@@ -40,13 +48,21 @@ from core_env.npz import write_atomic
 from mara_agents.checkpoint_files import read_verified
 from mara_agents.integrations.common import SMALL_ENV, EpisodeLog, RecordEpisodes, make_gym_env
 from mara_agents.integrations.nets import SequentialMaskedCategorical, SlotActor, SlotCritic
+from mara_agents.predictors.features import PREDICTOR_FEATURE_NAMES
 from mara_agents.protocols import Agent
 
 FORMAT = "mara_agents.integrations.tianshou_ppo/1"
 POLICY_FILE = "policy.pt"
+#: The weights after the last finished epoch of a run in progress (``--init`` resumes from it).
+SNAPSHOT_FILE = "snapshot.pt"
 ROW_NAME = "PPO (Tianshou)"
 #: The shipped policy: trained with the module's defaults (env defaults N=4, K=16, 8 epochs x 4096 steps, seed 0).
 SHIPPED_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "tianshou_ppo" / POLICY_FILE
+#: The shipped policy on flow-matching predictor features (``--predictor fm``; its train.json says how).
+SHIPPED_FM_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "tianshou_ppo_fm" / POLICY_FILE
+#: Predictors whose features a policy may read (``--predictor``).
+PREDICTOR_CHOICES = ("fm", "wls")
+PREDICTOR_FEATURES = len(PREDICTOR_FEATURE_NAMES)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -126,7 +142,7 @@ def _ppo_class():
 def train(env_kwargs: Mapping[str, Any] | None = None, *, epochs: int = 10, steps_per_epoch: int = 4096, collect_steps: int = 1024,
           n_envs: int = 4, batch_size: int = 256, repeat: int = 4, lr: float = 3e-4, hidden: int = 64, gamma: float = 0.99,
           gae_lambda: float = 0.95, ent_coef: float = 0.01, seed: int = 0, out: Path | str | None = None,
-          threads: int | None = 1, verbose: bool = True) -> dict[str, Any]:
+          threads: int | None = 1, predictor: str | None = None, init: Path | str | None = None, verbose: bool = True) -> dict[str, Any]:
     """Train masked PPO with Tianshou's collector and trainer; return a report (and write a checkpoint to ``out``).
 
     Args:
@@ -135,6 +151,11 @@ def train(env_kwargs: Mapping[str, Any] | None = None, *, epochs: int = 10, step
         collect_steps: env steps collected (over ``n_envs`` envs) before each PPO update.
         batch_size / repeat: PPO minibatch size and passes over each collected batch.
         threads: torch intra-op threads (None: leave torch's default).
+        predictor: ``"fm"`` or ``"wls"``: append that predictor's per-slot features to the observation
+            (module docstring); None: the plain observation.
+        init: a checkpoint (or run directory) whose actor and critic weights training starts from, e.g. the
+            snapshot an interrupted run left: with ``out``, ``snapshot.pt`` is rewritten after every epoch
+            (the optimizer's state starts afresh on resume).
 
     Returns:
         ``{"loss": [...], "episodes": [...], "first": {...}, "last": {...}, "env_steps", "seconds", "checkpoint"}``
@@ -146,6 +167,8 @@ def train(env_kwargs: Mapping[str, Any] | None = None, *, epochs: int = 10, step
     from tianshou.env import DummyVectorEnv
     from tianshou.trainer import OnPolicyTrainerParams
 
+    if predictor is not None and predictor not in PREDICTOR_CHOICES:
+        raise ValueError(f"predictor must be one of {PREDICTOR_CHOICES} or None, got {predictor!r}")
     previous_threads = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
@@ -153,10 +176,29 @@ def train(env_kwargs: Mapping[str, Any] | None = None, *, epochs: int = 10, step
     torch.manual_seed(seed)
     np.random.seed(seed)
     log = EpisodeLog()
-    venv = DummyVectorEnv([lambda: RecordEpisodes(make_gym_env(**env_kwargs), log) for _ in range(n_envs)])
+    venv = DummyVectorEnv([lambda: RecordEpisodes(_make_env(env_kwargs, predictor), log) for _ in range(n_envs)])
     venv.seed([seed * 1000 + i for i in range(n_envs)])
-    history = venv.get_env_attr("config", [0])[0].history
-    actor_net, critic_net = SlotActor(history, hidden), SlotCritic(history, hidden)
+    history, extra = venv.get_env_attr("config", [0])[0].history, 0 if predictor is None else PREDICTOR_FEATURES
+    actor_net, critic_net = SlotActor(history, hidden, extra), SlotCritic(history, hidden, extra)
+    if init is not None:
+        _load_weights(init, actor_net, critic_net)
+    meta = {"env": env_kwargs, "seed": seed, "epochs": epochs, "steps_per_epoch": steps_per_epoch, "predictor": predictor,
+            **({"init": str(init)} if init is not None else {}), **_predictor_sha(predictor)}
+
+    finished = [0]
+
+    def snapshot(epoch: int, env_step: int) -> None:  # called before each collection: once per epoch, keep the last one's weights, log progress
+        if epoch - 1 <= finished[0]:
+            return
+        finished[0] = epoch - 1
+        if out is not None:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            save_checkpoint(Path(out) / SNAPSHOT_FILE, actor_net, critic_net, {**meta, "epoch": epoch - 1, "env_step": env_step})
+        if verbose:
+            recent = log.summary(20)
+            print(f"epoch {epoch - 1}/{epochs}: {env_step} env steps, {len(log)} episodes, {time.perf_counter() - start:.0f}s; "
+                  f"completion of the last {recent['episodes']} training episodes {recent.get('completion_rate', float('nan')):.3f}", flush=True)
+
     policy = _policy_class()(actor=JointActor(actor_net), dist_fn=lambda x: x, action_space=venv.action_space[0],
                              observation_space=venv.observation_space[0], action_scaling=False, action_bound_method=None,
                              deterministic_eval=True)
@@ -166,14 +208,15 @@ def train(env_kwargs: Mapping[str, Any] | None = None, *, epochs: int = 10, step
     collector.reset()
     params = OnPolicyTrainerParams(training_collector=collector, max_epochs=epochs, epoch_num_steps=steps_per_epoch,
                                    collection_step_num_env_steps=collect_steps, batch_size=batch_size,
-                                   update_step_num_repetitions=repeat, test_collector=None, show_progress=False, verbose=False)
+                                   update_step_num_repetitions=repeat, test_collector=None, show_progress=False, verbose=False,
+                                   training_fn=snapshot)
     start = time.perf_counter()
     result = algorithm.run_training(params)
     seconds = time.perf_counter() - start
     venv.close()
     torch.set_num_threads(previous_threads)
     quarter = max(1, len(log) // 4)
-    report = {"library": "tianshou", "row": ROW_NAME, "env": env_kwargs, "epochs": epochs, "env_steps": int(result.train_step),
+    report = {"library": "tianshou", "row": ROW_NAME, "env": env_kwargs, "predictor": predictor, "epochs": epochs, "env_steps": int(result.train_step),
               "updates": len(algorithm.loss_history), "seconds": round(seconds, 2), "loss": [h["loss"] for h in algorithm.loss_history],
               "episodes": log.episodes, "first": _head(log, quarter), "last": log.summary(quarter),
               "conflict_rule": "sequential: node i cannot pick a task taken by nodes < i (no env conflicts)"}
@@ -184,10 +227,38 @@ def train(env_kwargs: Mapping[str, Any] | None = None, *, epochs: int = 10, step
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        report["checkpoint"] = str(save_checkpoint(out / POLICY_FILE, actor_net, critic_net,
-                                                   {"env": env_kwargs, "seed": seed, "epochs": epochs, "steps_per_epoch": steps_per_epoch}))
+        report["checkpoint"] = str(save_checkpoint(out / POLICY_FILE, actor_net, critic_net, meta))
         write_atomic(out / "train.json", (json.dumps(report, indent=1, default=float) + "\n").encode())
     return report
+
+
+def _make_env(env_kwargs: Mapping[str, Any], predictor: str | None):
+    env = make_gym_env(**env_kwargs)
+    if predictor is None:
+        return env
+    from mara_agents.mat.agent import make_predictor
+    from mara_agents.predictors.features import GymPredictorFeatures
+
+    return GymPredictorFeatures(env, make_predictor(predictor))
+
+
+def _predictor_sha(predictor: str | None) -> dict[str, str]:
+    """``{"<name>_sha256": ...}`` of the shipped predictor checkpoint behind the features (empty without one)."""
+    from mara_agents.mat.agent import shipped_predictor_sha256
+
+    sha = shipped_predictor_sha256(predictor) if predictor else None
+    return {f"{predictor}_sha256": sha} if sha else {}
+
+
+def _load_weights(path: Path | str, actor: SlotActor, critic: SlotCritic) -> None:
+    path = Path(path)
+    ckpt = _read_checkpoint(path / SNAPSHOT_FILE if path.is_dir() and (path / SNAPSHOT_FILE).exists() else path)[0]
+    if (ckpt["history"], ckpt["hidden"], ckpt.get("extra", 0)) != (actor.history, actor.hidden, actor.extra):
+        raise ValueError(f"{path}: a policy with history {ckpt['history']}, hidden {ckpt['hidden']}, {ckpt.get('extra', 0)} appended features "
+                         f"per slot cannot start a run with {actor.history}, {actor.hidden}, {actor.extra}")
+    actor.load_state_dict(ckpt["actor"])
+    if ckpt.get("critic") is not None:
+        critic.load_state_dict(ckpt["critic"])
 
 
 def _head(log: EpisodeLog, n: int) -> dict[str, float]:
@@ -202,7 +273,7 @@ def save_checkpoint(path: Path | str, actor: SlotActor, critic: SlotCritic | Non
     """Write ``policy.pt`` (format tag, net sizes, weights) and a ``.json`` manifest with its sha256, atomically."""
     path = Path(path)
     buffer = io.BytesIO()
-    torch.save({"format": FORMAT, "history": actor.history, "hidden": actor.hidden, "actor": actor.state_dict(),
+    torch.save({"format": FORMAT, "history": actor.history, "hidden": actor.hidden, "extra": actor.extra, "actor": actor.state_dict(),
                 "critic": None if critic is None else critic.state_dict(), "meta": dict(meta or {})}, buffer)
     data = buffer.getvalue()
     write_atomic(path, data)
@@ -217,16 +288,39 @@ class TianshouPPOAgent(Agent):
 
     ``act`` returns conflict-free, mask-respecting (B, N) int64 actions: the greedy (``deterministic=True``)
     or sampled joint action of :class:`SequentialMaskedCategorical`. Works for any N and K (same history H).
+    With a ``predictor`` (an actor trained on predictor features) it takes the plain env observation and
+    rebuilds the features itself (:class:`~mara_agents.predictors.features.ObservedFeatures`): it must then
+    see every step of an episode in order, after :meth:`reset`.
     """
 
     name = ROW_NAME
 
-    def __init__(self, actor: SlotActor, deterministic: bool = True, seed: int = 0) -> None:
+    def __init__(self, actor: SlotActor, deterministic: bool = True, seed: int = 0, predictor=None) -> None:
+        from mara_agents.predictors.features import ObservedFeatures
+
+        if (predictor is None) != (actor.extra == 0):
+            raise ValueError(f"an actor reading {actor.extra} appended features per slot needs a predictor exactly when extra > 0, "
+                             f"got predictor={predictor!r}")
         self.actor = actor.eval()
         self.deterministic = deterministic
         self.generator = torch.Generator().manual_seed(seed)
+        self._features = None if predictor is None else ObservedFeatures(predictor)
+
+    def reset(self, batch_size: int, n_nodes: int, n_slots: int) -> None:
+        if self._features is not None:
+            self._features.reset(batch_size, n_slots)
+
+    def with_features(self, observation: np.ndarray, n_slots: int) -> np.ndarray:
+        """The (B, N, D) plain observation as the actor reads it: with the rebuilt (B, N, 3K) predictor features
+        appended when it was trained on them (one call per step, in order), unchanged otherwise."""
+        observation = np.asarray(observation)
+        if self._features is None:
+            return observation
+        extra = self._features(observation, n_slots)
+        return np.concatenate([observation, np.broadcast_to(extra[:, None], observation.shape[:2] + extra.shape[1:])], axis=2)
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray, oracle: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        observation = self.with_features(observation, np.asarray(action_mask).shape[-1] - 1)
         with torch.no_grad():
             logits = self.actor(torch.as_tensor(observation, dtype=torch.float32))
             dist = SequentialMaskedCategorical(logits, torch.as_tensor(action_mask))
@@ -249,15 +343,31 @@ def load_agent(path: Path | str = SHIPPED_CHECKPOINT, deterministic: bool = True
         ValueError: missing file or manifest (``policy.json``, required), another format, or a checksum
             that does not match the manifest.
     """
-    path, data, manifest = read_verified(path, POLICY_FILE, "no Tianshou PPO checkpoint (train one with python -m mara_agents.integrations.tianshou_ppo --out DIR)")
+    ckpt, manifest, path = _read_checkpoint(path)
+    actor = SlotActor(ckpt["history"], ckpt["hidden"], ckpt.get("extra", 0))
+    actor.load_state_dict(ckpt["actor"])
+    name = manifest.get("predictor")
+    predictor = None
+    if name is not None:
+        from mara_agents.mat.agent import make_predictor, shipped_predictor_sha256
+
+        recorded = manifest.get(f"{name}_sha256")
+        if recorded is not None and recorded != shipped_predictor_sha256(name):
+            raise ValueError(f"{path}: trained on features of the {name} checkpoint with sha256 {recorded}, but the shipped {name} "
+                             f"checkpoint has sha256 {shipped_predictor_sha256(name)}: its features would differ from training")
+        predictor = make_predictor(name)
+    return TianshouPPOAgent(actor, deterministic=deterministic, predictor=predictor)
+
+
+def _read_checkpoint(path: Path | str, file: str = POLICY_FILE) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    """(checkpoint dict, manifest, file path) of a verified checkpoint (ValueError otherwise)."""
+    path, data, manifest = read_verified(path, file, "no Tianshou PPO checkpoint (train one with python -m mara_agents.integrations.tianshou_ppo --out DIR)")
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{path.with_suffix('.json')}: not a {FORMAT} manifest (format {manifest.get('format')!r})")
     ckpt = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     if ckpt.get("format") != FORMAT:
         raise ValueError(f"{path}: not a {FORMAT} checkpoint (format {ckpt.get('format')!r})")
-    actor = SlotActor(ckpt["history"], ckpt["hidden"])
-    actor.load_state_dict(ckpt["actor"])
-    return TianshouPPOAgent(actor, deterministic=deterministic)
+    return ckpt, manifest, path
 
 
 def evaluate(agent: Agent, env_kwargs: Mapping[str, Any], seeds: range | list[int]) -> dict[str, float]:
@@ -289,15 +399,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--ent-coef", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--predictor", choices=PREDICTOR_CHOICES, default=None, help="append this predictor's per-slot features to the observation")
+    parser.add_argument("--init", type=Path, default=None, help="start from this checkpoint's weights (e.g. DIR/snapshot.pt of an interrupted run)")
     parser.add_argument("--small", action="store_true", help=f"train on the small test config {SMALL_ENV}")
     parser.add_argument("--env", type=json.loads, default=None, help='core_env kwargs as JSON, e.g. \'{"n_nodes": 4, "n_slots": 16}\'')
     parser.add_argument("--eval-episodes", type=int, default=8, help="greedy evaluation episodes after training (seeds 10000+)")
     args = parser.parse_args(argv)
     env_kwargs = dict(SMALL_ENV) if args.small else {}
     env_kwargs.update(args.env or {})
-    report = train(env_kwargs, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, collect_steps=args.collect_steps,
-                   n_envs=args.n_envs, batch_size=args.batch_size, repeat=args.repeat, lr=args.lr, ent_coef=args.ent_coef,
-                   seed=args.seed, out=args.out, threads=args.threads)
+    try:
+        report = train(env_kwargs, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, collect_steps=args.collect_steps,
+                       n_envs=args.n_envs, batch_size=args.batch_size, repeat=args.repeat, lr=args.lr, ent_coef=args.ent_coef,
+                       seed=args.seed, out=args.out, threads=args.threads, predictor=args.predictor, init=args.init)
+    except ValueError as error:  # a bad argument or checkpoint: a CLI error (exit 2), not a traceback
+        parser.error(str(error))
     if args.eval_episodes:
         seeds = list(range(10_000, 10_000 + args.eval_episodes))
         report["eval_greedy"] = evaluate(load_agent(args.out), env_kwargs, seeds)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,6 @@ import torch
 
 from core_env.config import EnvConfig
 from core_env.npz import write_atomic
-from mara_agents.allocators.observed import ObservedTasks
 from mara_agents.checkpoint_files import read_verified, refuse_non_finite
 from mara_agents.mat.model import (
     PREDICTOR_FEATURES,
@@ -46,8 +44,7 @@ from mara_agents.mat.model import (
     MATModel,
     parse_observation,
 )
-from mara_agents.predictors.cache import PredictionCache
-from mara_agents.predictors.features import cache_features, observed_features
+from mara_agents.predictors.features import ObservedFeatures
 from mara_agents.protocols import Agent
 
 POLICY_FORMAT = "mara_agents.mat/1"
@@ -164,8 +161,12 @@ class MATAgent(Agent):
         self.predictor = predictor
         if self.config.predictor is not None and predictor is None:
             self.predictor = make_predictor(self.config.predictor)
-        self._observed = self._cache = None
-        self.feature_seconds = 0.0  # wall seconds spent rebuilding predictor features (benchmarks split decision time)
+        self._features = None if self.predictor is None else ObservedFeatures(self.predictor)
+
+    @property
+    def feature_seconds(self) -> float:
+        """Wall seconds spent rebuilding predictor features (benchmarks split decision time with it)."""
+        return 0.0 if self._features is None else self._features.seconds
 
     @classmethod
     def load(cls, path: Path | str, deterministic: bool = True, device: str = "cpu", seed: int = 0,
@@ -194,9 +195,8 @@ class MATAgent(Agent):
         return cls(model, deterministic=deterministic, seed=seed, predictor=predictor, device=device, manifest=manifest)
 
     def reset(self, batch_size: int, n_nodes: int, n_slots: int) -> None:
-        if self.predictor is not None:
-            self._observed, self._cache = ObservedTasks(), PredictionCache(self.predictor)
-            self._observed.reset(batch_size, n_slots)
+        if self._features is not None:
+            self._features.reset(batch_size, n_slots)
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray, oracle: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
         observation, action_mask = np.asarray(observation), np.asarray(action_mask)
@@ -210,13 +210,7 @@ class MATAgent(Agent):
                     if D == expected + PREDICTOR_FEATURES * K else "")
             raise ValueError(f"observation length D={D} does not fit this MAT checkpoint: it reads env observations with history "
                              f"H={self.config.history}, i.e. D={expected} for K={K} slots{hint}")
-        extra = None
-        if self.predictor is not None:
-            if self._observed is None:
-                self.reset(B, N, K)
-            started = time.perf_counter()
-            extra = self._predictor_features(observation, K)
-            self.feature_seconds += time.perf_counter() - started
+        extra = None if self._features is None else self._features(observation, K)
         tokens = parse_observation(observation, K, self.config, extra)
         if self.device.type != "cpu":
             tokens = type(tokens)(*(t.to(self.device) for t in tokens))
@@ -224,11 +218,3 @@ class MATAgent(Agent):
         with torch.inference_mode():
             actions = self.model.decide(tokens, mask, self.deterministic, self.generator)
         return actions.cpu().numpy().astype(np.int64, copy=False)
-
-    def _predictor_features(self, observation: np.ndarray, n_slots: int) -> np.ndarray:
-        """(B, 3K) float32 per-slot predictor features, as SlotPredictions.observed computes them."""
-        self._observed.update(observation, n_slots)
-        tasks = self._observed.slot_tasks()
-        self._cache.update(tasks)
-        cap = float(self.predictor.horizon)
-        return observed_features(cache_features(self._cache, tasks.active, cap), cap)

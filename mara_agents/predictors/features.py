@@ -27,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,7 +43,7 @@ from core_env.wrappers import canonical_space, ObservationWrapper
 from mara_agents.predictors.cache import PredictionCache, SlotTasks, update_together
 from mara_agents.protocols import DemandSummary, Predictor
 
-__all__ = ["cache_features", "predict_together", "observed_features", "DEMAND_SPREAD", "PREDICTED_DEMAND", "PREDICTOR_FEATURE_NAMES", "P_WITHIN_BUDGET", "GymPredictorFeatures", "PredictorFeatures",
+__all__ = ["cache_features", "ObservedFeatures", "predict_together", "observed_features", "DEMAND_SPREAD", "PREDICTED_DEMAND", "PREDICTOR_FEATURE_NAMES", "P_WITHIN_BUDGET", "GymPredictorFeatures", "PredictorFeatures",
            "SlotPredictions", "predictor_observation", "predictor_observations", "summary_features"]
 
 #: The per-slot predictor features, in order.
@@ -185,6 +186,43 @@ def observed_features(values: np.ndarray, cap: float) -> np.ndarray:
     high = np.array([cap / features.TIME_SCALE, cap / features.TIME_SCALE, 1.0])
     # float32 rounding is monotonic, so values clipped in float64 stay within the float32 bounds.
     return np.minimum(np.maximum(values, 0.0), high).astype(np.float32).reshape(values.shape[0], -1)  # np.clip: slower
+
+
+class ObservedFeatures:
+    """The per-slot predictor features rebuilt from an agent's own observations, for an agent that sees only
+    what the env shows (no simulator): :class:`mara_agents.allocators.observed.ObservedTasks` reconstructs
+    each task's full reported-loss history from consecutive observations, a :class:`PredictionCache`
+    predicts the tasks whose history changed, and the features are formed as :class:`SlotPredictions`
+    forms them in training (losses pass through the float32 observation, so they agree to float32
+    precision). Call :meth:`reset` before each batch of episodes and then once per step, in order.
+
+    Attributes:
+        seconds: wall seconds spent rebuilding features (benchmarks split decision time with it).
+    """
+
+    def __init__(self, predictor: Predictor) -> None:
+        self.predictor = predictor
+        self._observed = self._cache = None
+        self.seconds = 0.0
+
+    def reset(self, batch_size: int, n_slots: int) -> None:
+        from mara_agents.allocators.observed import ObservedTasks
+
+        self._observed, self._cache = ObservedTasks(), PredictionCache(self.predictor)
+        self._observed.reset(batch_size, n_slots)
+
+    def __call__(self, observation: np.ndarray, n_slots: int) -> np.ndarray:
+        """(B, 3K) float32 the features after (B, N, D) ``observation`` (the plain env observation)."""
+        if self._observed is None:
+            self.reset(observation.shape[0], n_slots)
+        started = time.perf_counter()
+        self._observed.update(observation, n_slots)
+        tasks = self._observed.slot_tasks()
+        self._cache.update(tasks)
+        cap = float(self.predictor.horizon)
+        out = observed_features(cache_features(self._cache, tasks.active, cap), cap)
+        self.seconds += time.perf_counter() - started
+        return out
 
 
 def predictor_observations(sim: Simulator, predictions: SlotPredictions, history: int | None = None) -> tuple[np.ndarray, np.ndarray]:
