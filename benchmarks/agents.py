@@ -3,8 +3,10 @@
 A row is a heuristic (``HEURISTICS``), or an allocator (``ALLOCATORS``) on its default predictor, or
 ``ALLOCATOR:PREDICTOR`` for the same allocator on another predictor (``lara:oracle`` is LARA's
 allocator with exact demands: the part of LARA's gap that is allocation, not prediction), or a learned
-row (``LEARNED``: MARA and its variants), loaded from its shipped checkpoint for a training seed, or
-``ppo-tianshou`` (the shipped Tianshou masked-PPO policy, :mod:`mara_agents.integrations.tianshou_ppo`).
+row (``LEARNED``: MARA and its variants), loaded from its shipped checkpoint for a training seed, or a
+shipped third-party-library policy (``LIBRARY_ROWS``: ``ppo-tianshou``, Tianshou's masked PPO on the plain
+observation, and ``ppo-tianshou-fm``, the same on flow-matching predictor features;
+:mod:`mara_agents.integrations.tianshou_ppo`).
 ``prior-edf`` is the admission probe on the curve-free prior (:mod:`benchmarks.prior_edf`), fitted on the
 train workloads of the task set it plays.
 
@@ -53,9 +55,20 @@ def is_learned(row: str) -> bool:
     return row in LEARNED
 
 
+def library_checkpoints() -> dict[str, Path]:
+    """Each shipped third-party-library row's checkpoint (``policy.pt``; manifest and train.json beside it)."""
+    from mara_agents.integrations.tianshou_ppo import SHIPPED_CHECKPOINT, SHIPPED_FM_CHECKPOINT
+
+    return {"ppo-tianshou": SHIPPED_CHECKPOINT, "ppo-tianshou-fm": SHIPPED_FM_CHECKPOINT}
+
+
+#: Shipped policies trained by a third-party library (Tianshou): row -> checkpoint (its manifest beside it).
+LIBRARY_ROWS = ("ppo-tianshou", "ppo-tianshou-fm")
+
+
 def is_trained(row: str) -> bool:
-    """A row whose policy was trained (the MAT variants and the shipped Tianshou PPO policy)."""
-    return is_learned(row) or row == "ppo-tianshou"
+    """A row whose policy was trained (the MAT variants and the shipped third-party-library policies)."""
+    return is_learned(row) or row in LIBRARY_ROWS
 
 
 #: The admission probe on the curve-free prior, fitted on the train workloads of the task set it plays
@@ -77,7 +90,7 @@ def is_external(row: str) -> bool:
     if row in REGISTERED:
         return True
     prefix, colon, _ = row.partition(":")
-    shipped = prefix.split(",")[0] in ALLOCATORS or prefix in HEURISTICS or prefix in LEARNED or prefix in ("ppo-tianshou", PRIOR_EDF, *ORACLE_ROWS)
+    shipped = prefix.split(",")[0] in ALLOCATORS or prefix in HEURISTICS or prefix in LEARNED or prefix in (*LIBRARY_ROWS, PRIOR_EDF, *ORACLE_ROWS)
     return bool(colon) and not shipped
 
 
@@ -166,11 +179,10 @@ def checkpoint_path(row: str, seed: int) -> Path:
 
 
 def available(row: str) -> bool:
-    """False only for learned rows some of whose shipped checkpoints are missing."""
+    """False only for trained rows some of whose shipped checkpoints are missing."""
+    if row in LIBRARY_ROWS:
+        return library_checkpoints()[row].exists()
     return not is_learned(row) or all(checkpoint_path(row, s).exists() for s in LEARNED_SEEDS)
-
-
-TIANSHOU_MANIFEST = Path(__file__).resolve().parent.parent / "mara_agents" / "integrations" / "checkpoints" / "tianshou_ppo" / "policy.json"
 
 
 FM_MANIFEST = Path(__file__).resolve().parent.parent / "mara_agents" / "checkpoints" / "flow_matching.json"
@@ -220,8 +232,8 @@ def _manifest_sha(manifest: Path) -> str | None:
 def _own_weights_id(row: str, seed: int) -> str | None:
     if is_learned(row):
         manifest = checkpoint_path(row, seed).with_suffix(".json")
-    elif row == "ppo-tianshou":
-        manifest = TIANSHOU_MANIFEST
+    elif row in LIBRARY_ROWS:
+        manifest = library_checkpoints()[row].with_suffix(".json")
     elif is_external(row):
         return _resolve_external(row)[1]
     else:
@@ -245,10 +257,13 @@ def make_agent(row: str, seed: int = 0, task_set: str | None = None) -> Agent:
             raise FileNotFoundError(f"no checkpoint for {row!r} seed {seed} at {path}; train it with python -m mara_agents.mat.ppo")
         expect = {"variant": LEARNED_VARIANT[row], "seed": seed, **({"teacher": None} if row.endswith("-pure") else {})}
         return MATAgent.load(path, expect=expect)  # a checkpoint copied under another row's name is refused
-    if row == "ppo-tianshou":
+    if row in LIBRARY_ROWS:
         from mara_agents.integrations.tianshou_ppo import load_agent
 
-        return load_agent()
+        path = library_checkpoints()[row]
+        if not path.exists():
+            raise FileNotFoundError(f"no checkpoint for {row!r} at {path}; train it with python -m mara_agents.integrations.tianshou_ppo")
+        return load_agent(path)
     if row in ("milp", "milp-slots"):
         raise ValueError(f"{row!r} is an offline-optimum ceiling row (benchmarks.ceiling_cells), not an agent")
     if is_external(row):

@@ -64,6 +64,43 @@ def _suite_table(name: str) -> Callable[[], str]:
     return make
 
 
+def _library_rows() -> str:
+    """The shipped third-party-library rows of the paper suite: completion on the train load of each task
+    set, and the paired root-level differences from EDF and from the best fixed row on id/train."""
+    from benchmarks.agents import LIBRARY_ROWS, library_checkpoints
+    from benchmarks.report import row_label
+
+    paper = _json(RESULTS / "paper" / "paper.json")
+    table, columns = paper["table"], [c for c in paper["scenarios"] if c.endswith("/train")]
+    pairs = {(d["a"], d["b"], d["scenario"]): d for d in paper["differences"]}
+    best = {d["scenario"]: d["b"] for d in paper["differences"] if d["best_fixed"]}
+
+    def diff(a: str, b: str | None, column: str) -> str:
+        d = pairs.get((a, b, column))
+        return "—" if d is None else f"{d['mean']:+.1f} [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}]"
+
+    lines = ["| row | " + " | ".join(f"{c} %" for c in columns) + " | − edf on id/train, points [95% CI] | − best fixed row on id/train |",
+             "|---" * (len(columns) + 3) + "|"]
+    for row in (*LIBRARY_ROWS, "edf"):
+        if row not in table:
+            continue
+        cells = [f"{table[row][c]['mean']:.1f} ± {table[row][c]['sd']:.1f}" if c in table[row] else "—" for c in columns]
+        versus = f"{diff(row, best.get('id/train'), 'id/train')} ({best.get('id/train')})" if row != "edf" else "—"
+        lines.append(f"| {row_label(row)} | " + " | ".join(cells) + f" | {diff(row, 'edf', 'id/train') if row != 'edf' else '—'} | {versus} |")
+    lines += ["", f"Mean ± sd over {paper['roots']} evaluation roots (docs/results/paper/paper.json, commit {paper['commit']}); differences are "
+              "paired by root. How each shipped policy was trained (its train.json):", "",
+              "| row | command | env steps | training wall s | machine |", "|---|---|---|---|---|"]
+    for row, checkpoint in library_checkpoints().items():
+        train = checkpoint.with_name("train.json")
+        if row in table and train.exists():
+            run = _json(train)
+            machine = run.get("machine", "—")
+            if isinstance(machine, dict):
+                machine = f"{machine.get('cpus')} CPUs, torch threads {machine.get('torch_threads')}"
+            lines.append(f"| {row} | `{run.get('command', '—')}` | {run['env_steps']:,} | {run['seconds']:,.0f} | {machine} |")
+    return "\n".join(lines)
+
+
 #: (page, relative to the repository root; block name) -> the function that computes its content from the published files.
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("README.md", "quick-table"): _quick_table,
@@ -72,6 +109,8 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/prediction.md", "pfn-validation"): _pfn_validation,
     ("docs/prediction.md", "prediction-targets"): _prediction_targets,
     ("docs/prediction.md", "completion-targets"): _completion_targets,
+    ("docs/tutorials/README.md", "library-rows"): _library_rows,
+    ("docs/tutorials/tianshou.md", "library-rows"): _library_rows,
 }
 
 
