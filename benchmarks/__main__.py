@@ -21,6 +21,7 @@ SUITES = {
     "shaping": ("benchmarks.report:shaping", "Table 5: shaped vs sparse reward (MARA vs MARA-sparse)"),
     "falsifier": ("benchmarks.report:falsifier", "heterogeneous node speeds + switching cost, zero-shot: does MARA's margin survive?"),
     "scale": ("benchmarks.report:scale", "more nodes and slots than trained on (N = 8, 16), zero-shot"),
+    "libraries": ("benchmarks.libraries", "each RL library integration trained on the small configuration: the tutorials' figures"),
     "training": ("benchmarks.training", "the shipped MAT checkpoints' training curves against EDF, LARA and LARA-FM"),
     "all": ("benchmarks.everything", "every suite, then docs/results.md from the outputs"),
 }

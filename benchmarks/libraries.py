@@ -1,0 +1,156 @@
+"""The library integrations on the small configuration: the figures docs/tutorials/ quote, measured, never typed.
+
+Each integration of :mod:`mara_agents.integrations` trains with its tutorial's budget on the small
+configuration (:data:`~mara_agents.integrations.common.SMALL_ENV`: N = 2, K = 4, a 60-step arrival window),
+seed 0, torch threads 1; where it has a greedy policy, the policy plays the same 16 seeded episodes as the
+reference rules (seeds 10000–10015). Written to ``docs/results/libraries/libraries.json`` (``--out``:
+elsewhere), one entry per library, resumable: a library already in the file is kept unless named with
+``--only``. The tutorials' tables are generated blocks of it (:mod:`benchmarks.docs_blocks`).
+
+RLlib and BenchMARL live in their own venv (``make rllib-venv``) and are not run here; their tutorials say so.
+
+Run::
+
+    python -m benchmarks libraries                  # every library not yet in the file (~10 min on 2 cores)
+    python -m benchmarks libraries --only tianshou   # rerun one
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks import write_atomic
+from benchmarks.report import commit, machine
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "results" / "libraries" / "libraries.json"
+#: The seeded episodes every greedy policy and reference rule plays.
+EVAL_SEEDS = tuple(range(10_000, 10_016))
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _tianshou() -> dict[str, Any]:
+    from mara_agents.integrations import tianshou_ppo
+    from mara_agents.integrations.common import SMALL_ENV
+
+    with tempfile.TemporaryDirectory() as run:
+        report = tianshou_ppo.train(SMALL_ENV, epochs=8, steps_per_epoch=2048, collect_steps=512, n_envs=2, seed=0, out=run, verbose=False)
+        greedy = tianshou_ppo.evaluate(tianshou_ppo.load_agent(run), SMALL_ENV, EVAL_SEEDS)
+    return {**report, "greedy": greedy,
+            "budget": "8 epochs x 2,048 env steps (PPO update every 512 steps, 2 envs)"}
+
+
+def _sb3(vectorized: bool) -> Callable[[], dict[str, Any]]:
+    def run() -> dict[str, Any]:
+        from mara_agents.integrations import sb3_maskable
+        from mara_agents.integrations.common import SMALL_ENV
+
+        if vectorized:
+            report = sb3_maskable.train(SMALL_ENV, timesteps=32_768, n_steps=256, n_envs=8, seed=0, verbose=False, vectorized=True)
+            budget = "32,768 env steps: 16 rollouts of 8 envs x 256 steps (one CoreVecEnv)"
+        else:
+            report = sb3_maskable.train(SMALL_ENV, timesteps=16_384, n_steps=512, n_envs=2, seed=0, verbose=False, vectorized=False)
+            budget = "16,384 env steps: rollouts of 2 envs x 512 steps (DummyVecEnv)"
+        greedy = sb3_maskable.evaluate(report.pop("model"), SMALL_ENV, EVAL_SEEDS)
+        return {**report, "greedy": greedy, "budget": budget}
+
+    return run
+
+
+def _torchrl() -> dict[str, Any]:
+    from mara_agents.integrations import torchrl_ppo
+    from mara_agents.integrations.common import SMALL_ENV
+
+    report = torchrl_ppo.train(SMALL_ENV, iterations=16, frames_per_batch=1024, seed=0, verbose=False)
+    return {**report, "budget": "16 collector batches x 1,024 env steps"}
+
+
+#: Library -> its run (tutorial page in the docs: docs/tutorials/<page>).
+LIBRARIES: dict[str, Callable[[], dict[str, Any]]] = {
+    "tianshou": _tianshou,
+    "sb3-maskable": _sb3(vectorized=False),
+    "sb3-vectorized": _sb3(vectorized=True),
+    "torchrl": _torchrl,
+}
+#: The reference rules on the same seeds (conflict-free heuristics of :mod:`mara_agents.heuristics`).
+REFERENCES = ("random", "fifo", "edf")
+
+
+def references() -> dict[str, float]:
+    """Mean completion of the reference rules (and of independent masked random play) on :data:`EVAL_SEEDS`."""
+    from mara_agents.heuristics import HEURISTICS
+    from mara_agents.integrations.common import SMALL_ENV, random_masked_completion
+    from mara_agents.integrations.tianshou_ppo import evaluate
+
+    out = {row: evaluate(HEURISTICS[row](0) if row == "random" else HEURISTICS[row](), SMALL_ENV, EVAL_SEEDS)["completion_rate"] for row in REFERENCES}
+    out["random, nodes independent"] = random_masked_completion(SMALL_ENV, EVAL_SEEDS)
+    return out
+
+
+def _summary(report: dict[str, Any], wall: float, cpu: float) -> dict[str, Any]:
+    keep = ("library", "algorithm", "env", "env_steps", "updates", "first", "last", "all", "greedy", "budget", "conflict_rule")
+    return {**{k: report[k] for k in keep if k in report}, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
+
+
+def run(only: Sequence[str] = (), out: Path = OUT) -> dict[str, Any]:
+    """Run the libraries missing from ``out`` (and every one named in ``only``); returns the file's content."""
+    import torch
+
+    torch.set_num_threads(1)
+    saved = json.loads(out.read_text()) if out.exists() else {}
+    saved.setdefault("runs", {})
+    for name in LIBRARIES:
+        if name in saved["runs"] and name not in only:
+            continue
+        print(f"libraries: training {name} ...", flush=True)
+        wall, cpu = time.perf_counter(), _cpu()
+        report = LIBRARIES[name]()
+        saved["runs"][name] = _summary(report, time.perf_counter() - wall, _cpu() - cpu)
+        saved.update({"commit": commit(), "machine": machine(), "eval_seeds": list(EVAL_SEEDS), "references": references()})
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(out, json.dumps(saved, indent=1, sort_keys=True, default=float) + "\n")
+    return saved
+
+
+def table(saved: dict[str, Any]) -> str:
+    """The tutorials' table: completion during training and of the greedy policy, masks, conflicts, time."""
+    lines = ["| library | budget | training completion, first → last quarter | greedy, 16 seeded episodes | invalid actions | conflicts | wall / CPU s |",
+             "|---|---|---|---|---|---|---|"]
+    for name, r in saved["runs"].items():
+        greedy = f"**{r['greedy']['completion_rate']:.3f}**" if "greedy" in r else "—"
+        total = r.get("all") or r.get("last") or {}
+        conflicts = total.get("conflicts", "—")
+        lines.append(f"| {name} | {r.get('budget', '—')} | {r['first'].get('completion_rate', float('nan')):.3f} → "
+                     f"{r['last'].get('completion_rate', float('nan')):.3f} | {greedy} | {total.get('invalid_actions', '—')} | {conflicts} | "
+                     f"{r['wall_s']:,.0f} / {r['cpu_s']:,.0f} |")
+    refs = saved["references"]
+    lines.append(f"| *reference rules, same 16 episodes* | — | — | " + " / ".join(f"{name} {value:.3f}" for name, value in refs.items()) + " | 0 | — | |")
+    machine_text = f"{saved['machine']['cpus']} CPUs ({saved['machine']['processor']})"
+    lines += ["", f"Small configuration (N = 2, K = 4, 60-step arrival window), seed 0, torch threads 1; measured by "
+              f"`python -m benchmarks libraries` at commit {saved['commit']} on {machine_text} "
+              "(docs/results/libraries/libraries.json). Conflicts: choices the env resolved (one task, two nodes); "
+              "Tianshou prevents them in its joint distribution."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks libraries", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", default=[], metavar="LIBRARY", help=f"rerun these ({', '.join(LIBRARIES)})")
+    parser.add_argument("--out", type=Path, default=OUT, help="the JSON file to fill (default: docs/results/libraries/libraries.json)")
+    args = parser.parse_args(list(argv))
+    unknown = [name for name in args.only if name not in LIBRARIES]
+    if unknown:
+        parser.error(f"unknown libraries {unknown}; available: {', '.join(LIBRARIES)}")
+    print(table(run(args.only, args.out)))
+    return 0
