@@ -101,6 +101,12 @@ def _library_rows() -> str:
     return "\n".join(lines)
 
 
+def _library_small() -> str:
+    from benchmarks.libraries import OUT, table
+
+    return table(_json(OUT))
+
+
 #: (page, relative to the repository root; block name) -> the function that computes its content from the published files.
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("README.md", "quick-table"): _quick_table,
@@ -111,6 +117,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/prediction.md", "completion-targets"): _completion_targets,
     ("docs/tutorials/README.md", "library-rows"): _library_rows,
     ("docs/tutorials/tianshou.md", "library-rows"): _library_rows,
+    **{(f"docs/tutorials/{page}", "library-small"): _library_small for page in ("README.md", "tianshou.md", "sb3.md", "torchrl.md")},
 }
 
 

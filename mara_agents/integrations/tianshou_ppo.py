@@ -221,7 +221,7 @@ def train(env_kwargs: Mapping[str, Any] | None = None, *, epochs: int = 10, step
     quarter = max(1, len(log) // 4)
     report = {"library": "tianshou", "row": ROW_NAME, "env": env_kwargs, "predictor": predictor, "epochs": epochs, "env_steps": int(result.train_step),
               "updates": len(algorithm.loss_history), "seconds": round(seconds, 2), "loss": [h["loss"] for h in algorithm.loss_history],
-              "episodes": log.episodes, "first": _head(log, quarter), "last": log.summary(quarter),
+              "episodes": log.episodes, "first": _head(log, quarter), "last": log.summary(quarter), "all": log.summary(),
               "conflict_rule": "sequential: node i cannot pick a task taken by nodes < i (no env conflicts)"}
     if verbose:
         print(f"tianshou PPO: {report['updates']} updates, {len(log)} episodes in {seconds:.1f}s; completion first quarter "
