@@ -316,11 +316,12 @@ space object for an agent on every call, forwards `max_cycles`, and lets unknown
 | wrapper | observation per agent / what it adds |
 |---|---|
 | `FlattenObservation(env)` | one float32 Box `[observation (D,), action_mask (K+1,) as 0/1]` (SuperSuit, Stable-Baselines3, MLP policies); the int8 mask is also in `infos[a]["action_mask"]` |
-| `MaskToInfo(env)` | the Box `observation`; the mask moves to `infos[a]["action_mask"]` (TorchRL, BenchMARL) |
+| `MaskToInfo(env)` | the Box `observation`; the mask moves to `infos[a]["action_mask"]` (TorchRL, BenchMARL, SuperSuit, any library that reads masks from the infos) |
 | `RLlibKeys(env)` | Dict `{"observations", "action_mask"}` (RLlib's action-masking RLModule) |
 | `LongerHistory(env, H)` | the canonical Dict with H reported log losses per slot, exactly what `history=H` observes; `state()` follows |
 | `OracleDemand(env)` | unchanged observations; adds the HIDDEN remaining demand (K,) to `infos[a]["remaining_demand"]` (oracle rows only) |
 | `EpisodeRecorder(env)` | unchanged; `.record` is a JSON-ready record of the episode (config, workload, every action) |
+| `FinalEpisode(env)` | unchanged; `infos[a]["final_episode"]`: the finished episode's statistics, in the step that ends it and the reset after it (they survive autoreset) |
 
 `replay(record, env_fn=None)` replays an `EpisodeRecorder` record on a fresh env and returns the
 trajectory (observations, rewards, terminations, truncations, infos), bit-identical on any machine; a
@@ -328,6 +329,38 @@ record made on a bank file names its path and replays while the file is there; o
 `CurveBank` object needs `env_fn`. Order matters: `LongerHistory` wraps an env whose observations are
 still `{"observation", "action_mask"}`, and the reshaping wrappers go last, e.g.
 `MaskToInfo(LongerHistory(parallel_env(), 32))`.
+
+### Libraries that read the mask from the infos, and autoresetting vectorizers
+
+Some libraries take a Box observation per agent and look for the action mask in the infos (TorchRL's
+`PettingZooWrapper`, BenchMARL, hand-written loops over SuperSuit's vectorizers). `MaskToInfo` gives
+them exactly that: `observations[a]` is the (D,) float32 observation and `infos[a]["action_mask"]` the
+(K+1,) int8 mask, from the first reset on.
+
+Vectorizers that reset an env inside the step that ends its episode (SuperSuit's
+`pettingzoo_env_to_vec_env_v1` and `concat_vec_envs_v1`, and others alike) merge the reset's infos over
+that step's, so the episode's `completion_rate`, `completed`, ... read as the new episode's zeros.
+`FinalEpisode` keeps them: `infos[a]["final_episode"]` is a dict of the finished episode's statistics
+(the keys of "Infos" above that describe the episode, plus `return`, the agent's summed reward, and
+`index`, 0, 1, 2, ... per finished episode), present in the step that ends the episode and in the reset
+after it, absent otherwise; count an episode once per `index`. Put it inside the reshaping wrappers:
+
+```python
+import supersuit
+from core_env import discrete_core_v1
+from core_env.wrappers import FinalEpisode, MaskToInfo
+
+env = MaskToInfo(FinalEpisode(discrete_core_v1.parallel_env()))
+venv = supersuit.concat_vec_envs_v1(supersuit.pettingzoo_env_to_vec_env_v1(env), 4, num_cpus=0, base_class="gymnasium")
+observations, infos = venv.reset(seed=0)             # infos: one dict per (env, node) row
+# ... after venv.step(actions): for info in infos: if "final_episode" in info: log(info["final_episode"])
+```
+
+tests/test_final_episode.py checks this with SuperSuit: without the wrapper the finished episode's
+`completion_rate` reads 0.0 after autoreset; with it, `final_episode` equals the statistics the episode
+ended with. SuperSuit passes infos through but not masks to its learners (see
+docs/tutorials/sb3-vectorized-maskable-ppo.md), so a learner on it must read `infos[i]["action_mask"]`
+itself or it will pick masked actions.
 
 ## Glossary
 
