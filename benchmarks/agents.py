@@ -14,7 +14,8 @@ A **third-party row** is ``module.path:attr`` (any name whose part before ``:`` 
 allocator): ``attr`` (dotted attributes allowed) is an :class:`~mara_agents.protocols.Agent`, an Agent
 class, or a zero-argument factory returning one. The module is imported as ``python -m`` would (the
 working directory is on the path). Its cells are keyed by the sha256 of the module's source file, so
-editing the agent never reuses cached results. :func:`register` adds an in-memory factory under a name
+editing the agent never reuses cached results; an object that loads weights names them in a ``weights``
+attribute (a path or a list of paths), whose bytes join the key, so retraining never does either. :func:`register` adds an in-memory factory under a name
 (the Python API, :func:`benchmarks.api.evaluate`).
 """
 
@@ -134,7 +135,30 @@ def _resolve_external(row: str) -> tuple[Callable[[], Agent] | Agent, str | None
             raise ValueError(f"third-party row {row!r}: module {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     source = getattr(module, "__file__", None)
-    return obj, (hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16] if source else None)
+    fingerprint = hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16] if source else None
+    weights = _weights_files(row, obj)
+    if weights and fingerprint:
+        digest = hashlib.sha256(fingerprint.encode())
+        for path in weights:
+            digest.update(path.read_bytes())
+        fingerprint = digest.hexdigest()[:16]
+    return obj, fingerprint
+
+
+def _weights_files(row: str, obj: object) -> list[Path]:
+    """The files named by the row object's optional ``weights`` attribute (a path or a list of paths, e.g.
+    ``trained.weights = "runs/x/policy.pt"`` on a factory): their bytes join the row's cell key, so retrained
+    weights never reuse cached results."""
+    weights = getattr(obj, "weights", None)
+    if weights is None:
+        return []
+    paths = [weights] if isinstance(weights, (str, os.PathLike)) else list(weights) if isinstance(weights, (list, tuple)) else None
+    if paths is None or not all(isinstance(p, (str, os.PathLike)) for p in paths):
+        raise ValueError(f"third-party row {row!r}: its 'weights' attribute must be a path or a list of paths, got {weights!r}")
+    missing = [str(p) for p in paths if not Path(p).is_file()]
+    if missing:
+        raise ValueError(f"third-party row {row!r}: weights file(s) {missing} named by its 'weights' attribute do not exist")
+    return [Path(p) for p in paths]
 
 
 def _external_agent(row: str) -> Agent:

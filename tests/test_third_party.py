@@ -97,6 +97,30 @@ def test_editing_a_third_party_agent_changes_its_cell_keys(tmp_path, monkeypatch
     assert Cell("my_edited_agent:IdleAgent").key != first
 
 
+WEIGHTS_SOURCE = AGENT_SOURCE + '''
+
+def trained():
+    return IdleAgent()
+
+trained.weights = "policy.bin"
+'''
+
+
+def test_retrained_weights_named_by_a_third_party_row_change_its_cell_keys(tmp_path, monkeypatch):
+    from benchmarks.cells import Cell
+
+    (tmp_path / "my_weighted_agent.py").write_text(WEIGHTS_SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="do not exist"):
+        Cell("my_weighted_agent:trained").key
+    (tmp_path / "policy.bin").write_bytes(b"first weights")
+    first = Cell("my_weighted_agent:trained").key
+    assert Cell("my_weighted_agent:trained").key == first  # the same weights: the same cells
+    (tmp_path / "policy.bin").write_bytes(b"retrained weights")
+    assert Cell("my_weighted_agent:trained").key != first
+
+
 def test_the_python_api_returns_the_table_with_paired_differences(tmp_path):
     class Cautious(EDF):
         """EDF under another name (an in-memory agent)."""
