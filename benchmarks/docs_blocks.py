@@ -96,7 +96,7 @@ def _library_rows() -> str:
             run = _json(train)
             machine = run.get("machine", "—")
             if isinstance(machine, dict):
-                machine = f"{machine.get('cpus')} CPUs, torch threads {machine.get('torch_threads')}"
+                machine = f"{machine.get('cpus')} CPUs, torch threads {machine.get('torch_threads')}" + (f"; {machine['note']}" if machine.get("note") else "")
             lines.append(f"| {row} | `{run.get('command', '—')}` | {run['env_steps']:,} | {run['seconds']:,.0f} | {machine} |")
     return "\n".join(lines)
 
