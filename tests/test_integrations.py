@@ -155,6 +155,11 @@ def test_tianshou_load_agent_rejects_a_tampered_checkpoint(tmp_path):
         tianshou_ppo.load_agent(tmp_path)
     with pytest.raises(ValueError, match="no Tianshou PPO checkpoint"):
         tianshou_ppo.load_agent(tmp_path / "missing")
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    tianshou_ppo.save_checkpoint(stale / "policy.pt", SlotActor(8, 16, extra=3), meta={"predictor": "fm", "fm_sha256": "0000"})
+    with pytest.raises(ValueError, match="trained on features of the fm checkpoint with sha256 0000"):
+        tianshou_ppo.load_agent(stale)
 
 
 def test_tianshou_policy_on_predictor_features_acts_on_what_it_was_trained_on(tmp_path):

@@ -51,7 +51,7 @@ from core_env.npz import write_atomic
 from mara_agents.checkpoint_files import read_verified
 from mara_agents.integrations.common import SMALL_ENV, EpisodeLog, RecordEpisodes, make_gym_env
 from mara_agents.integrations.nets import SequentialMaskedCategorical, SlotActor, SlotCritic
-from mara_agents.predictors.features import PREDICTOR_FEATURE_NAMES
+from mara_agents.predictors.features import PREDICTOR_FEATURE_NAMES, ObservedFeatures, append_to_nodes
 from mara_agents.protocols import Agent
 
 FORMAT = "mara_agents.integrations.tianshou_ppo/1"
@@ -299,8 +299,6 @@ class TianshouPPOAgent(Agent):
     name = ROW_NAME
 
     def __init__(self, actor: SlotActor, deterministic: bool = True, seed: int = 0, predictor=None) -> None:
-        from mara_agents.predictors.features import ObservedFeatures
-
         if (predictor is None) != (actor.extra == 0):
             raise ValueError(f"an actor reading {actor.extra} appended features per slot needs a predictor exactly when extra > 0, "
                              f"got predictor={predictor!r}")
@@ -319,8 +317,7 @@ class TianshouPPOAgent(Agent):
         observation = np.asarray(observation)
         if self._features is None:
             return observation
-        extra = self._features(observation, n_slots)
-        return np.concatenate([observation, np.broadcast_to(extra[:, None], observation.shape[:2] + extra.shape[1:])], axis=2)
+        return append_to_nodes(observation, self._features(observation, n_slots))
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray, oracle: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
         observation = self.with_features(observation, np.asarray(action_mask).shape[-1] - 1)
@@ -338,26 +335,24 @@ class TianshouPPOAgent(Agent):
         return actions.numpy().astype(np.int64)
 
 
-def load_agent(path: Path | str = SHIPPED_CHECKPOINT, deterministic: bool = True) -> TianshouPPOAgent:
+def load_agent(path: Path | str = SHIPPED_CHECKPOINT, deterministic: bool = True, predictor=None) -> TianshouPPOAgent:
     """The :class:`TianshouPPOAgent` of a checkpoint (``policy.pt`` or a run directory holding one; default:
-    the shipped :data:`SHIPPED_CHECKPOINT`), for the benchmark row :data:`ROW_NAME`.
+    the shipped :data:`SHIPPED_CHECKPOINT`), for the benchmark row :data:`ROW_NAME`. A policy trained on
+    predictor features gets a fresh predictor of the kind its manifest names, unless ``predictor`` is given.
 
     Raises:
-        ValueError: missing file or manifest (``policy.json``, required), another format, or a checksum
-            that does not match the manifest.
+        ValueError: missing file or manifest (``policy.json``, required), another format, a checksum
+            that does not match the manifest, or (without ``predictor``) features from a shipped predictor
+            checkpoint that has changed since training.
     """
     ckpt, manifest, path = _read_checkpoint(path)
     actor = SlotActor(ckpt["history"], ckpt["hidden"], ckpt.get("extra", 0))
     actor.load_state_dict(ckpt["actor"])
     name = manifest.get("predictor")
-    predictor = None
-    if name is not None:
-        from mara_agents.mat.agent import make_predictor, shipped_predictor_sha256
+    if name is not None and predictor is None:
+        from mara_agents.mat.agent import check_shipped_predictor, make_predictor
 
-        recorded = manifest.get(f"{name}_sha256")
-        if recorded is not None and recorded != shipped_predictor_sha256(name):
-            raise ValueError(f"{path}: trained on features of the {name} checkpoint with sha256 {recorded}, but the shipped {name} "
-                             f"checkpoint has sha256 {shipped_predictor_sha256(name)}: its features would differ from training")
+        check_shipped_predictor(f"Tianshou PPO checkpoint {path}", name, manifest)
         predictor = make_predictor(name)
     return TianshouPPOAgent(actor, deterministic=deterministic, predictor=predictor)
 

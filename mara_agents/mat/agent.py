@@ -75,6 +75,20 @@ def shipped_predictor_sha256(name: str) -> str | None:
         return None  # the predictor's own loader reports a missing or broken manifest
 
 
+def check_shipped_predictor(what: str, name: str | None, manifest: Mapping[str, Any]) -> None:
+    """Refuse a policy trained on a shipped predictor's features (``<name>_sha256`` in its ``manifest``) when
+    that predictor's shipped checkpoint has changed since: its features would differ from training.
+
+    Raises:
+        ValueError: naming ``what`` (the checkpoint), both sha256 and the way out (``predictor=``).
+    """
+    recorded = manifest.get(f"{name}_sha256") if name else None
+    if recorded is not None and recorded != shipped_predictor_sha256(name):
+        raise ValueError(f"{what} was trained on features of the {name} checkpoint with sha256 {recorded}, "
+                         f"but the shipped {name} checkpoint has sha256 {shipped_predictor_sha256(name)}: its features would "
+                         "differ from training (pass predictor= to use another on purpose)")
+
+
 def save_policy(model: MATModel, path: Path | str, manifest: dict[str, Any]) -> dict[str, Any]:
     """Write the policy checkpoint ``path`` and its manifest (``path`` with .json) atomically; return the manifest.
 
@@ -183,12 +197,8 @@ class MATAgent(Agent):
         ``predictor`` is given.
         """
         model, manifest = load_policy(path, device, expect=expect)
-        name = model.config.predictor
-        recorded = manifest.get(f"{name}_sha256") if name else None
-        if predictor is None and recorded is not None and recorded != shipped_predictor_sha256(name):
-            raise ValueError(f"MAT checkpoint {path} was trained on features of the {name} checkpoint with sha256 {recorded}, "
-                             f"but the shipped {name} checkpoint has sha256 {shipped_predictor_sha256(name)}: its features would "
-                             "differ from training (pass predictor= to use another on purpose)")
+        if predictor is None:
+            check_shipped_predictor(f"MAT checkpoint {path}", model.config.predictor, manifest)
         if env_config is not None and env_config.history != model.config.history:
             raise ValueError(f"MAT checkpoint {path} was trained with history H={model.config.history} reported losses per slot, "
                              f"the environment has history={env_config.history}")

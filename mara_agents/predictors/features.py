@@ -43,7 +43,7 @@ from core_env.wrappers import canonical_space, ObservationWrapper
 from mara_agents.predictors.cache import PredictionCache, SlotTasks, update_together
 from mara_agents.protocols import DemandSummary, Predictor
 
-__all__ = ["cache_features", "ObservedFeatures", "predict_together", "observed_features", "DEMAND_SPREAD", "PREDICTED_DEMAND", "PREDICTOR_FEATURE_NAMES", "P_WITHIN_BUDGET", "GymPredictorFeatures", "PredictorFeatures",
+__all__ = ["append_to_nodes", "cache_features", "ObservedFeatures", "predict_together", "observed_features", "DEMAND_SPREAD", "PREDICTED_DEMAND", "PREDICTOR_FEATURE_NAMES", "P_WITHIN_BUDGET", "GymPredictorFeatures", "PredictorFeatures",
            "SlotPredictions", "predictor_observation", "predictor_observations", "summary_features"]
 
 #: The per-slot predictor features, in order.
@@ -232,10 +232,10 @@ def predictor_observations(sim: Simulator, predictions: SlotPredictions, history
     followed by the K × 3 predictor features of :class:`SlotPredictions`, the same for every node.
     """
     observation, mask = features.observations(sim, sim.config.history if history is None else history)
-    return _with_features(observation, predictions.observed(sim)), mask
+    return append_to_nodes(observation, predictions.observed(sim)), mask
 
 
-def _with_features(observation: np.ndarray, extra: np.ndarray) -> np.ndarray:
+def append_to_nodes(observation: np.ndarray, extra: np.ndarray) -> np.ndarray:
     """(B, N, D) observations with (B, E) features appended to every node's row."""
     B, N = observation.shape[:2]
     return np.concatenate([observation, np.broadcast_to(extra[:, None, :], (B, N, extra.shape[1]))], axis=2)
@@ -248,7 +248,7 @@ def predictor_observation(envs: DiscreteCoREVectorEnv, obs: Mapping[str, np.ndar
     observation, mask = obs["observation"], obs["action_mask"]
     for observer in envs.batch.observers:
         if isinstance(observer, SlotPredictions):
-            return _with_features(observation, observer.features_of(envs.batch)), mask
+            return append_to_nodes(observation, observer.features_of(envs.batch)), mask
     return observation, mask
 
 
