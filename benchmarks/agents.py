@@ -5,8 +5,10 @@ A row is a heuristic (``HEURISTICS``), or an allocator (``ALLOCATORS``) on its d
 allocator with exact demands: the part of LARA's gap that is allocation, not prediction), or a learned
 row (``LEARNED``: MARA and its variants), loaded from its shipped checkpoint for a training seed, or a
 shipped third-party-library policy (``LIBRARY_ROWS``: ``ppo-tianshou``, Tianshou's masked PPO on the plain
-observation, and ``ppo-tianshou-fm``, the same on flow-matching predictor features;
-:mod:`mara_agents.integrations.tianshou_ppo`).
+observation, and ``ppo-tianshou-fm``, the same on flow-matching predictor features,
+:mod:`mara_agents.integrations.tianshou_ppo`; ``ppo-sb3``, sb3-contrib's MaskablePPO with the per-slot
+policy, :mod:`mara_agents.integrations.sb3_maskable`; ``ppo-torchrl``, TorchRL's PPO with the same policy,
+:mod:`mara_agents.integrations.torchrl_ppo`).
 ``prior-edf`` is the admission probe on the curve-free prior (:mod:`benchmarks.prior_edf`), fitted on the
 train workloads of the task set it plays.
 
@@ -58,13 +60,17 @@ def is_learned(row: str) -> bool:
 
 def library_checkpoints() -> dict[str, Path]:
     """Each shipped third-party-library row's checkpoint (``policy.pt``; manifest and train.json beside it)."""
-    from mara_agents.integrations.tianshou_ppo import SHIPPED_CHECKPOINT, SHIPPED_FM_CHECKPOINT
+    from mara_agents.integrations import sb3_maskable, tianshou_ppo, torchrl_ppo  # none imports its library until it trains
 
-    return {"ppo-tianshou": SHIPPED_CHECKPOINT, "ppo-tianshou-fm": SHIPPED_FM_CHECKPOINT}
+    return {"ppo-tianshou": tianshou_ppo.SHIPPED_CHECKPOINT, "ppo-tianshou-fm": tianshou_ppo.SHIPPED_FM_CHECKPOINT,
+            "ppo-sb3": sb3_maskable.SHIPPED_CHECKPOINT, "ppo-torchrl": torchrl_ppo.SHIPPED_CHECKPOINT}
 
 
-#: Shipped policies trained by a third-party library (Tianshou): row -> checkpoint (its manifest beside it).
-LIBRARY_ROWS = ("ppo-tianshou", "ppo-tianshou-fm")
+#: Shipped policies trained by a third-party library (Tianshou, sb3-contrib, TorchRL): each row's trainer module
+#: (its ``load_agent`` plays the checkpoint of :func:`library_checkpoints`, manifest beside it).
+LIBRARY_TRAINERS = {"ppo-tianshou": "mara_agents.integrations.tianshou_ppo", "ppo-tianshou-fm": "mara_agents.integrations.tianshou_ppo",
+                    "ppo-sb3": "mara_agents.integrations.sb3_maskable", "ppo-torchrl": "mara_agents.integrations.torchrl_ppo"}
+LIBRARY_ROWS = tuple(LIBRARY_TRAINERS)
 
 
 def is_trained(row: str) -> bool:
@@ -282,12 +288,10 @@ def make_agent(row: str, seed: int = 0, task_set: str | None = None) -> Agent:
         expect = {"variant": LEARNED_VARIANT[row], "seed": seed, **({"teacher": None} if row.endswith("-pure") else {})}
         return MATAgent.load(path, expect=expect)  # a checkpoint copied under another row's name is refused
     if row in LIBRARY_ROWS:
-        from mara_agents.integrations.tianshou_ppo import load_agent
-
-        path = library_checkpoints()[row]
+        path, trainer = library_checkpoints()[row], LIBRARY_TRAINERS[row]
         if not path.exists():
-            raise FileNotFoundError(f"no checkpoint for {row!r} at {path}; train it with python -m mara_agents.integrations.tianshou_ppo")
-        return load_agent(path)
+            raise FileNotFoundError(f"no checkpoint for {row!r} at {path}; train it with python -m {trainer}")
+        return importlib.import_module(trainer).load_agent(path)
     if row in ("milp", "milp-slots"):
         raise ValueError(f"{row!r} is an offline-optimum ceiling row (benchmarks.ceiling_cells), not an agent")
     if is_external(row):

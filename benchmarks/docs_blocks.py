@@ -107,6 +107,12 @@ def _library_small() -> str:
     return table(_json(OUT))
 
 
+def _sb3_vec_env() -> str:
+    from benchmarks.libraries import OUT, vec_env_table
+
+    return vec_env_table(_json(OUT))
+
+
 #: (page, relative to the repository root; block name) -> the function that computes its content from the published files.
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("README.md", "quick-table"): _quick_table,
@@ -117,6 +123,9 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/prediction.md", "completion-targets"): _completion_targets,
     ("docs/tutorials/README.md", "library-rows"): _library_rows,
     ("docs/tutorials/tianshou.md", "library-rows"): _library_rows,
+    ("docs/tutorials/sb3.md", "library-rows"): _library_rows,
+    ("docs/tutorials/torchrl.md", "library-rows"): _library_rows,
+    ("docs/tutorials/sb3-vectorized-maskable-ppo.md", "sb3-vec-env"): _sb3_vec_env,
     **{(f"docs/tutorials/{page}", "library-small"): _library_small for page in ("README.md", "tianshou.md", "sb3.md", "torchrl.md")},
 }
 

@@ -11,13 +11,14 @@ RLlib and BenchMARL live in their own venv (``make rllib-venv``) and are not run
 
 Run::
 
-    python -m benchmarks libraries                  # every library not yet in the file (~10 min on 2 cores)
+    python -m benchmarks libraries                  # every library not yet in the file (~12 min on 2 cores)
     python -m benchmarks libraries --only tianshou   # rerun one
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import resource
 import tempfile
@@ -51,18 +52,16 @@ def _tianshou() -> dict[str, Any]:
             "budget": "8 epochs x 2,048 env steps (PPO update every 512 steps, 2 envs)"}
 
 
-def _sb3(vectorized: bool) -> Callable[[], dict[str, Any]]:
+def _sb3(vectorized: bool, n_envs: int, n_steps: int, timesteps: int, policy: str = "mlp") -> Callable[[], dict[str, Any]]:
     def run() -> dict[str, Any]:
         from mara_agents.integrations import sb3_maskable
         from mara_agents.integrations.common import SMALL_ENV
 
-        if vectorized:
-            report = sb3_maskable.train(SMALL_ENV, timesteps=32_768, n_steps=256, n_envs=8, seed=0, verbose=False, vectorized=True)
-            budget = "32,768 env steps: 16 rollouts of 8 envs x 256 steps (one CoreVecEnv)"
-        else:
-            report = sb3_maskable.train(SMALL_ENV, timesteps=16_384, n_steps=512, n_envs=2, seed=0, verbose=False, vectorized=False)
-            budget = "16,384 env steps: rollouts of 2 envs x 512 steps (DummyVecEnv)"
+        report = sb3_maskable.train(SMALL_ENV, timesteps=timesteps, n_steps=n_steps, n_envs=n_envs, seed=0, verbose=False,
+                                    vectorized=vectorized, policy=policy)
         greedy = sb3_maskable.evaluate(report.pop("model"), SMALL_ENV, EVAL_SEEDS)
+        how = "one CoreVecEnv" if vectorized else "DummyVecEnv"
+        budget = f"{timesteps:,} env steps: rollouts of {n_envs} envs x {n_steps} steps ({how}){', per-slot policy' if policy == 'slot' else ''}"
         return {**report, "greedy": greedy, "budget": budget}
 
     return run
@@ -76,12 +75,26 @@ def _torchrl() -> dict[str, Any]:
     return {**report, "budget": "16 collector batches x 1,024 env steps"}
 
 
+def _torchrl_slot() -> dict[str, Any]:
+    from mara_agents.integrations import slot_policy, torchrl_ppo
+    from mara_agents.integrations.common import SMALL_ENV
+
+    with tempfile.TemporaryDirectory() as run:
+        report = torchrl_ppo.train(SMALL_ENV, iterations=16, frames_per_batch=2048, minibatch_size=512, seed=0, verbose=False, view="vector",
+                                   policy="slot", n_envs=8, out=run)
+        greedy = slot_policy.evaluate(torchrl_ppo.load_agent(run), SMALL_ENV, EVAL_SEEDS)
+    return {**report, "greedy": greedy, "budget": "16 collector batches x 2,048 env steps (8 envs of the vector env), per-slot policy"}
+
+
 #: Library -> its run (tutorial page in the docs: docs/tutorials/<page>).
 LIBRARIES: dict[str, Callable[[], dict[str, Any]]] = {
     "tianshou": _tianshou,
-    "sb3-maskable": _sb3(vectorized=False),
-    "sb3-vectorized": _sb3(vectorized=True),
+    "sb3-maskable": _sb3(False, n_envs=2, n_steps=512, timesteps=16_384),
+    "sb3-vectorized": _sb3(True, n_envs=8, n_steps=256, timesteps=32_768),
+    "sb3-dummy": _sb3(False, n_envs=8, n_steps=256, timesteps=32_768),  # sb3-vectorized's run through DummyVecEnv
+    "sb3-slot": _sb3(True, n_envs=8, n_steps=256, timesteps=32_768, policy="slot"),
     "torchrl": _torchrl,
+    "torchrl-slot": _torchrl_slot,
 }
 #: The reference rules on the same seeds (conflict-free heuristics of :mod:`mara_agents.heuristics`).
 REFERENCES = ("random", "fifo", "edf")
@@ -99,8 +112,10 @@ def references() -> dict[str, float]:
 
 
 def _summary(report: dict[str, Any], wall: float, cpu: float) -> dict[str, Any]:
-    keep = ("library", "algorithm", "env", "env_steps", "updates", "first", "last", "all", "greedy", "budget", "conflict_rule")
-    return {**{k: report[k] for k in keep if k in report}, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
+    keep = ("library", "algorithm", "vec_env", "policy", "env", "env_steps", "updates", "seconds", "first", "last", "all", "greedy", "budget",
+            "conflict_rule")
+    digest = hashlib.sha256(json.dumps(report.get("episodes", []), sort_keys=True).encode()).hexdigest()[:16]
+    return {**{k: report[k] for k in keep if k in report}, "episodes_sha256": digest, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
 
 
 def run(only: Sequence[str] = (), out: Path = OUT) -> dict[str, Any]:
@@ -141,7 +156,31 @@ def table(saved: dict[str, Any]) -> str:
     lines += ["", f"Small configuration (N = 2, K = 4, 60-step arrival window), seed 0, torch threads 1; measured by "
               f"`python -m benchmarks libraries` at commit {saved['commit']} on {machine_text} "
               "(docs/results/libraries/libraries.json). Conflicts: choices the env resolved (one task, two nodes); "
-              "Tianshou prevents them in its joint distribution."]
+              "the per-slot policy (tianshou, sb3-slot, torchrl-slot) prevents them in its joint distribution."]
+    return "\n".join(lines)
+
+
+def vec_env_table(saved: dict[str, Any]) -> str:
+    """sb3-vectorized.md's table: the same MaskablePPO run stepped through one CoreVecEnv and through DummyVecEnv."""
+    runs = saved["runs"]
+    batched, dummy = runs["sb3-vectorized"], runs["sb3-dummy"]
+    same = batched["episodes_sha256"] == dummy["episodes_sha256"]
+
+    def cells(label: str, value: Callable[[dict[str, Any]], str]) -> str:
+        return f"| {label} | {value(batched)} | {value(dummy)} |"
+
+    episodes = batched["all"]["episodes"]
+    lines = ["| | CoreVecEnv (this page) | DummyVecEnv of 8 `gym.make` envs (same script) |", "|---|---|---|",
+             cells("`learn` wall time", lambda r: f"{r['seconds']:.1f} s ({r['env_steps'] / r['seconds']:,.0f} steps/s)"),
+             cells("whole run, wall / CPU", lambda r: f"{r['wall_s']:.0f} s / {r['cpu_s']:.0f} s"),
+             cells(f"invalid actions, all {episodes} training episodes", lambda r: str(r["all"]["invalid_actions"])),
+             cells("training completion, first → last quarter (sampled actions)",
+                   lambda r: f"{r['first']['completion_rate']:.3f} → {r['last']['completion_rate']:.3f}"),
+             cells(f"greedy completion, {len(saved['eval_seeds'])} seeded episodes",
+                   lambda r: f"{r['greedy']['completion_rate']:.3f} ({r['greedy']['conflicts']} conflicts)"),
+             "", f"{batched['budget']} vs the same through DummyVecEnv; the training episodes of the two runs are "
+             f"{'identical' if same else 'NOT identical'} (sha256 of their statistics, docs/results/libraries/libraries.json, "
+             f"commit {saved['commit']}, {saved['machine']['cpus']} CPUs, torch threads 1)."]
     return "\n".join(lines)
 
 

@@ -360,19 +360,43 @@ def gantt_figure(rows: Sequence[str], plt) -> bytes:
     return data
 
 
+#: The panels of the completion-vs-load figure: (title, row kinds of :func:`_row_kind`, curve-free or not).
+LOAD_PANELS = (("rules that read no loss value, and leak probes", ("rule", "probe"), True),
+               ("rules that read the learning curves", ("rule",), False),
+               ("trained policies (learned, third-party)", ("learned", "external"), None))
+
+
 def _load_figure(table: dict[str, Any], loads: list[str], plt) -> bytes:
-    """Completion (average over task sets) against load, one line per row."""
-    fig, ax = plt.subplots(figsize=(8.5, 4.2))
-    palette, styles = plt.get_cmap("tab20").colors, ("-", "--", ":")  # a distinct colour/line pair for up to 60 rows
-    drawn = [(row, cells) for row, cells in table.items() if all(f"average/{load}" in cells for load in loads)]
-    for i, (row, cells) in enumerate(drawn):
-        ax.errorbar(loads, [cells[f"average/{load}"]["mean"] for load in loads], yerr=[cells[f"average/{load}"]["sd"] for load in loads],
-                    marker="o", markersize=3, capsize=2, label=row, color=palette[i % len(palette)], linestyle=styles[(i // len(palette)) % len(styles)])
-    ax.set_xlabel("load")
-    ax.set_ylabel("completion % (average of task sets)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, ncol=1, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.tight_layout()
+    """Completion (average over task sets) against load: one panel per kind of row (:data:`LOAD_PANELS`), the
+    ceilings and demand-told rows in grey in every panel, EDF as a black dashed reference."""
+    from benchmarks.paper import CURVE_FREE, GAP_BASE
+
+    drawn = {row: cells for row, cells in table.items() if all(f"average/{load}" in cells for load in loads)}
+    fig, axes = plt.subplots(1, len(LOAD_PANELS), figsize=(13.5, 5.8), sharey=True, squeeze=False)
+    palette = plt.get_cmap("tab10").colors
+    refs = [row for row in drawn if _row_kind(row) in ("ceiling", "oracle")]
+
+    def line(ax, row: str, label: str | None = None, **style):
+        cells = drawn[row]
+        return ax.errorbar(loads, [cells[f"average/{load}"]["mean"] for load in loads], yerr=[cells[f"average/{load}"]["sd"] for load in loads],
+                           marker="o", markersize=3, capsize=2, label=label, **style)
+
+    for ax, (title, kinds, curve_free) in zip(axes[0], LOAD_PANELS):
+        rows = [row for row in drawn if _row_kind(row) in kinds and row != GAP_BASE and (curve_free is None or (row in CURVE_FREE) == curve_free)]
+        for i, row in enumerate(rows):
+            line(ax, row, row, color=palette[i % len(palette)], linestyle="-" if i < len(palette) else "--")
+        shared = [line(ax, row, row_label(row), color=("0.45", "0.6", "0.75")[j % 3], linestyle=(":", "-.", "--")[j % 3], linewidth=1)
+                  for j, row in enumerate(refs)]
+        if GAP_BASE in drawn:
+            shared.append(line(ax, GAP_BASE, f"{GAP_BASE} (reference)", color="black", linestyle="--", linewidth=1.2))
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("load", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+        ax.legend(handles=ax.containers[:len(rows)], fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+    axes[0][0].set_ylabel("completion % (average of task sets)", fontsize=8)
+    fig.legend(handles=shared, loc="lower center", ncol=len(shared), fontsize=7, frameon=False, title="in every panel", title_fontsize=7)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     data = figure_png(fig, dpi=110)
     plt.close(fig)
     return data

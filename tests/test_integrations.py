@@ -222,6 +222,41 @@ def test_sb3_maskable_ppo_trains_with_masks():
     print(f"sb3 greedy on 1 episode: {evaluation}")
 
 
+def test_sb3_slot_policy_trains_conflict_free_and_loads_as_agent(tmp_path):
+    """MaskablePPO with the per-slot policy: its rollouts never send a conflict or a masked action, its
+    update scores the stored joint actions with the sampling distribution, its checkpoint plays any N and K
+    as an Agent (the same greedy actions as SB3's predict), and only the SB3 loader reads it."""
+    pytest.importorskip("sb3_contrib", reason="sb3-contrib is the 'sb3' extra: pip install -e '.[sb3]'")
+    import torch
+
+    from mara_agents.integrations import sb3_maskable, slot_policy, tianshou_ppo
+    from mara_agents.integrations.common import make_gym_env
+
+    report = sb3_maskable.train(SMALL_ENV, timesteps=1024, n_steps=128, n_envs=4, batch_size=128, n_epochs=2, seed=0, policy="slot",
+                                hidden=16, out=tmp_path)
+    _check_report(report, conflicts_allowed=False)
+    assert {"policy.pt", "policy.json", "snapshot.pt", "train.json"} <= {p.name for p in tmp_path.iterdir()}
+    model = report["model"]
+    env = make_gym_env(**SMALL_ENV)
+    obs, _ = env.reset(seed=3)
+    tensors = model.policy.obs_to_tensor(obs)[0]
+    actions, _, log_prob = model.policy(tensors)
+    values, again, entropy = model.policy.evaluate_actions(tensors, actions)
+    assert torch.allclose(log_prob, again) and entropy.item() > 0 and values.shape == (1, 1)
+    agent = sb3_maskable.load_agent(tmp_path)
+    greedy, _ = model.predict(obs, action_masks=env.unwrapped.action_masks(), deterministic=True)
+    assert np.array_equal(agent.act(obs["observation"][None], obs["action_mask"][None])[0], greedy)
+    other = slot_policy.evaluate(agent, {"n_nodes": 3, "n_slots": 6, "arrival_steps": 30}, range(2))
+    assert other["episodes"] == 2 and other["invalid_actions"] == 0 and other["conflicts"] == 0
+    with pytest.raises(ValueError, match="not a mara_agents.integrations.tianshou_ppo/1 manifest"):
+        tianshou_ppo.load_agent(tmp_path)
+    with pytest.raises(ValueError, match="cannot start a run with 8, 32, 0"):
+        sb3_maskable.train(SMALL_ENV, timesteps=128, n_steps=64, n_envs=2, policy="slot", hidden=32, init=tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        sb3_maskable.main(["--small", "--timesteps", "128", "--init", str(tmp_path), "--out", str(tmp_path / "cli")])
+    assert exit_info.value.code == 2  # --init needs --policy slot
+
+
 # --------------------------------------------------------------------------------------------------
 # TorchRL
 
@@ -235,6 +270,41 @@ def test_torchrl_mappo_trains_with_action_mask_key():
     env.close()
     report = torchrl_ppo.train(SMALL_ENV, iterations=2, frames_per_batch=256, epochs=2, minibatch_size=64, seed=0)
     _check_report(report, conflicts_allowed=True)
+
+
+def test_torchrl_per_slot_policy_trains_conflict_free_on_both_views_and_loads_as_agent(tmp_path):
+    """The per-slot policy under TorchRL: on the vector view (batched env, joint distribution) and on the
+    PettingZoo view (per-node conditional log-probs for MAPPO's per-agent ratio) no conflict and no masked
+    action reaches the env; the finished episodes' statistics are read; the vector run's checkpoint plays
+    another N and K as an Agent whose greedy actions are the TorchRL actor's deterministic ones."""
+    pytest.importorskip("torchrl", reason="TorchRL is the 'torchrl' extra: pip install torch==2.13.0 -e '.[torchrl]'")
+    import torch
+    from tensordict.nn import InteractionType, set_interaction_type
+
+    from mara_agents.integrations import slot_policy, torchrl_ppo
+
+    report = torchrl_ppo.train(SMALL_ENV, iterations=3, frames_per_batch=512, epochs=2, minibatch_size=128, seed=0, view="vector",
+                               policy="slot", n_envs=4, hidden=16, out=tmp_path)
+    _check_report(report, conflicts_allowed=False)
+    assert all(e["t"] > 0 and e["arrived"] > 0 for e in report["episodes"])  # the ended episode's statistics, not a reset's
+    assert {"policy.pt", "policy.json", "snapshot.pt", "train.json"} <= {p.name for p in tmp_path.iterdir()}
+    agent = torchrl_ppo.load_agent(tmp_path)
+    env = torchrl_ppo.make_vector_env(SMALL_ENV, n_envs=2, seed=5)
+    actor, critic = torchrl_ppo.build(env, hidden=16, policy="slot", view="vector")
+    slot_policy.load_weights(tmp_path, torchrl_ppo.FORMAT, *torchrl_ppo.slot_nets(actor, critic))
+    td = env.reset()
+    with set_interaction_type(InteractionType.DETERMINISTIC), torch.no_grad():
+        greedy = actor(td)["action"].numpy()
+    assert np.array_equal(agent.act(td["observation"].numpy(), td["action_mask"].numpy()), greedy)
+    other = slot_policy.evaluate(agent, {"n_nodes": 3, "n_slots": 6, "arrival_steps": 30}, range(2))
+    assert other["invalid_actions"] == 0 and other["conflicts"] == 0
+    mappo = torchrl_ppo.train(SMALL_ENV, iterations=2, frames_per_batch=256, epochs=2, minibatch_size=64, seed=0, policy="slot", hidden=16)
+    _check_report(mappo, conflicts_allowed=False)
+    with pytest.raises(ValueError, match="need policy='slot'"):
+        torchrl_ppo.train(SMALL_ENV, iterations=1, view="vector")
+    with pytest.raises(SystemExit) as exit_info:
+        torchrl_ppo.main(["--small", "--view", "vector", "--iterations", "1"])
+    assert exit_info.value.code == 2
 
 
 # --------------------------------------------------------------------------------------------------

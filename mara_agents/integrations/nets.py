@@ -13,7 +13,8 @@ features of :class:`mara_agents.predictors.features.GymPredictorFeatures`; they 
 that never breaks the env's rules: node i samples from its logits with the env mask *and* the tasks
 already taken by nodes 0..i-1 removed (idle always allowed). Its log-probability of a joint action is
 the sum of these conditional log-probabilities, recomputed from the action itself, so PPO's ratio is
-exact. No masked action and no conflict can ever be sampled.
+exact. No masked action and no conflict can ever be sampled. :class:`SequentialNodeCategorical` is the
+same distribution with per-node conditional log-probabilities, for per-agent PPO losses (TorchRL).
 """
 
 from __future__ import annotations
@@ -114,10 +115,11 @@ class SequentialMaskedCategorical(torch.distributions.Distribution):
         super().__init__(batch_shape=logits.shape[:1], event_shape=logits.shape[1:2], validate_args=False)
 
     def _walk(self, act: torch.Tensor | None, how: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Go through the nodes in order; returns (actions (B, N), log-prob (B,), entropy (B,))."""
+        """Go through the nodes in order; returns (actions, each node's conditional log-prob, each node's
+        conditional entropy), all (B, N)."""
         B, N, A = self.logits.shape
         taken = torch.zeros(B, A, dtype=torch.bool, device=self.logits.device)
-        actions, logp, ent = [], torch.zeros(B, device=self.logits.device), torch.zeros(B, device=self.logits.device)
+        actions, logp, ent = [], [], []
         for i in range(N):
             allowed = self.mask[:, i] & ~taken
             allowed[:, 0] = True
@@ -130,10 +132,10 @@ class SequentialMaskedCategorical(torch.distributions.Distribution):
             else:
                 a = logits.argmax(-1)
             actions.append(a)
-            logp = logp + log_p.gather(1, a.unsqueeze(1)).squeeze(1)
-            ent = ent - (log_p.exp() * log_p).sum(-1)
+            logp.append(log_p.gather(1, a.unsqueeze(1)).squeeze(1))
+            ent.append(-(log_p.exp() * log_p).sum(-1))
             taken = taken | (torch.nn.functional.one_hot(a, A).bool() & (a > 0).unsqueeze(1))
-        return torch.stack(actions, dim=1), logp, ent
+        return torch.stack(actions, dim=1), torch.stack(logp, dim=1), torch.stack(ent, dim=1)
 
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         with torch.no_grad():
@@ -145,13 +147,47 @@ class SequentialMaskedCategorical(torch.distributions.Distribution):
             return self._walk(None, "mode")[0]
 
     @property
+    def deterministic_sample(self) -> torch.Tensor:
+        """The mode (TensorDict's deterministic interaction reads this name)."""
+        return self.mode
+
+    @property
     def variance(self) -> torch.Tensor:
         """Not defined for a categorical joint action; zeros (Tianshou's collector logs a std)."""
         return torch.zeros(self.logits.shape[:2])
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        return self._walk(value, "")[1]
+        return self._walk(value, "")[1].sum(-1)
 
     def entropy(self) -> torch.Tensor:
         """Sum of the nodes' conditional entropies along ``path`` (or the mode): an estimate of the joint entropy."""
-        return self._walk(self.path, "mode")[2]
+        return self._walk(self.path, "mode")[2].sum(-1)
+
+
+class SequentialNodeCategorical(SequentialMaskedCategorical):
+    """The same joint distribution seen node by node, for libraries whose PPO keeps one ratio per agent
+    (TorchRL's multi-agent ``ClipPPOLoss``): batch shape (..., N) for logits and mask (..., N, K+1), any
+    leading dimensions. ``sample``/``mode`` give the sequential, conflict-free joint action; ``log_prob`` and
+    ``entropy`` give each node's *conditional* term log p(a_i | s, a_<i) (their sum is the joint's), so
+    per-node ratios times a shared advantage are the joint policy's gradient split over the nodes."""
+
+    def __init__(self, logits: torch.Tensor, mask: torch.Tensor) -> None:
+        self.lead = logits.shape[:-2]
+        super().__init__(logits.reshape(-1, *logits.shape[-2:]), mask.reshape(-1, *mask.shape[-2:]))
+        torch.distributions.Distribution.__init__(self, batch_shape=logits.shape[:-1], validate_args=False)
+
+    def _shaped(self, value: torch.Tensor) -> torch.Tensor:
+        return value.reshape(tuple(self.lead) + (value.shape[-1],))
+
+    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        return self._shaped(super().sample())
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return self._shaped(super().mode)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        return self._shaped(self._walk(value.reshape(-1, value.shape[-1]), "")[1])
+
+    def entropy(self) -> torch.Tensor:
+        return self._shaped(self._walk(None, "mode")[2])

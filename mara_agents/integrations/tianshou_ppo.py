@@ -32,8 +32,6 @@ default) for the benchmark row "PPO (Tianshou)".
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
 import json
 import os
 import platform
@@ -48,16 +46,14 @@ import torch
 from torch import nn
 
 from core_env.npz import write_atomic
-from mara_agents.checkpoint_files import read_verified
+from mara_agents.integrations import slot_policy
 from mara_agents.integrations.common import SMALL_ENV, EpisodeLog, RecordEpisodes, make_gym_env
 from mara_agents.integrations.nets import SequentialMaskedCategorical, SlotActor, SlotCritic
-from mara_agents.predictors.features import PREDICTOR_FEATURE_NAMES, ObservedFeatures, append_to_nodes
-from mara_agents.protocols import Agent
+from mara_agents.integrations.slot_policy import POLICY_FILE, SNAPSHOT_FILE, SlotPolicyAgent, evaluate
+from mara_agents.predictors.features import PREDICTOR_FEATURE_NAMES
 
 FORMAT = "mara_agents.integrations.tianshou_ppo/1"
-POLICY_FILE = "policy.pt"
-#: The weights after the last finished epoch of a run in progress (``--init`` resumes from it).
-SNAPSHOT_FILE = "snapshot.pt"
+MISSING = "no Tianshou PPO checkpoint (train one with python -m mara_agents.integrations.tianshou_ppo --out DIR)"
 ROW_NAME = "PPO (Tianshou)"
 #: The shipped policy: trained with the module's defaults (env defaults N=4, K=16, 8 epochs x 4096 steps, seed 0).
 SHIPPED_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "tianshou_ppo" / POLICY_FILE
@@ -254,14 +250,7 @@ def _predictor_sha(predictor: str | None) -> dict[str, str]:
 
 
 def _load_weights(path: Path | str, actor: SlotActor, critic: SlotCritic) -> None:
-    path = Path(path)
-    ckpt = _read_checkpoint(path / SNAPSHOT_FILE if path.is_dir() and (path / SNAPSHOT_FILE).exists() else path)[0]
-    if (ckpt["history"], ckpt["hidden"], ckpt.get("extra", 0)) != (actor.history, actor.hidden, actor.extra):
-        raise ValueError(f"{path}: a policy with history {ckpt['history']}, hidden {ckpt['hidden']}, {ckpt.get('extra', 0)} appended features "
-                         f"per slot cannot start a run with {actor.history}, {actor.hidden}, {actor.extra}")
-    actor.load_state_dict(ckpt["actor"])
-    if ckpt.get("critic") is not None:
-        critic.load_state_dict(ckpt["critic"])
+    slot_policy.load_weights(path, FORMAT, actor, critic)
 
 
 def _head(log: EpisodeLog, n: int) -> dict[str, float]:
@@ -273,115 +262,26 @@ def _head(log: EpisodeLog, n: int) -> dict[str, float]:
 
 
 def save_checkpoint(path: Path | str, actor: SlotActor, critic: SlotCritic | None = None, meta: Mapping[str, Any] | None = None) -> Path:
-    """Write ``policy.pt`` (format tag, net sizes, weights) and a ``.json`` manifest with its sha256, atomically."""
-    path = Path(path)
-    buffer = io.BytesIO()
-    torch.save({"format": FORMAT, "history": actor.history, "hidden": actor.hidden, "extra": actor.extra, "actor": actor.state_dict(),
-                "critic": None if critic is None else critic.state_dict(), "meta": dict(meta or {})}, buffer)
-    data = buffer.getvalue()
-    write_atomic(path, data)
-    manifest = {"format": FORMAT, "weights": path.name, "sha256": hashlib.sha256(data).hexdigest(), "torch": torch.__version__,
-                "parameters": sum(p.numel() for p in actor.parameters()), **dict(meta or {})}
-    write_atomic(path.with_suffix(".json"), (json.dumps(manifest, indent=1, sort_keys=True, default=str) + "\n").encode())
-    return path
+    """Write ``policy.pt`` (format :data:`FORMAT`) and its ``.json`` manifest (:func:`slot_policy.save_checkpoint`)."""
+    return slot_policy.save_checkpoint(path, FORMAT, actor, critic, meta)
 
 
-class TianshouPPOAgent(Agent):
-    """A trained :class:`SlotActor` behind the :class:`~mara_agents.protocols.Agent` interface.
-
-    ``act`` returns conflict-free, mask-respecting (B, N) int64 actions: the greedy (``deterministic=True``)
-    or sampled joint action of :class:`SequentialMaskedCategorical`. Works for any N and K (same history H).
-    With a ``predictor`` (an actor trained on predictor features) it takes the plain env observation and
-    rebuilds the features itself (:class:`~mara_agents.predictors.features.ObservedFeatures`): it must then
-    see every step of an episode in order, after :meth:`reset`.
-    """
-
-    name = ROW_NAME
-
-    def __init__(self, actor: SlotActor, deterministic: bool = True, seed: int = 0, predictor=None) -> None:
-        if (predictor is None) != (actor.extra == 0):
-            raise ValueError(f"an actor reading {actor.extra} appended features per slot needs a predictor exactly when extra > 0, "
-                             f"got predictor={predictor!r}")
-        self.actor = actor.eval()
-        self.deterministic = deterministic
-        self.generator = torch.Generator().manual_seed(seed)
-        self._features = None if predictor is None else ObservedFeatures(predictor)
-
-    def reset(self, batch_size: int, n_nodes: int, n_slots: int) -> None:
-        if self._features is not None:
-            self._features.reset(batch_size, n_slots)
-
-    def with_features(self, observation: np.ndarray, n_slots: int) -> np.ndarray:
-        """The (B, N, D) plain observation as the actor reads it: with the rebuilt (B, N, 3K) predictor features
-        appended when it was trained on them (one call per step, in order), unchanged otherwise."""
-        observation = np.asarray(observation)
-        if self._features is None:
-            return observation
-        return append_to_nodes(observation, self._features(observation, n_slots))
-
-    def act(self, observation: np.ndarray, action_mask: np.ndarray, oracle: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-        observation = self.with_features(observation, np.asarray(action_mask).shape[-1] - 1)
-        with torch.no_grad():
-            logits = self.actor(torch.as_tensor(observation, dtype=torch.float32))
-            dist = SequentialMaskedCategorical(logits, torch.as_tensor(action_mask))
-            if self.deterministic:
-                actions = dist.mode
-            else:
-                state = torch.random.get_rng_state()
-                torch.random.set_rng_state(self.generator.get_state())
-                actions = dist.sample()
-                self.generator.set_state(torch.random.get_rng_state())
-                torch.random.set_rng_state(state)
-        return actions.numpy().astype(np.int64)
+#: A trained Tianshou policy as an Agent (the shared per-slot policy agent).
+TianshouPPOAgent = SlotPolicyAgent
 
 
-def load_agent(path: Path | str = SHIPPED_CHECKPOINT, deterministic: bool = True, predictor=None) -> TianshouPPOAgent:
-    """The :class:`TianshouPPOAgent` of a checkpoint (``policy.pt`` or a run directory holding one; default:
-    the shipped :data:`SHIPPED_CHECKPOINT`), for the benchmark row :data:`ROW_NAME`. A policy trained on
-    predictor features gets a fresh predictor of the kind its manifest names, unless ``predictor`` is given.
+def load_agent(path: Path | str = SHIPPED_CHECKPOINT, deterministic: bool = True, predictor=None) -> SlotPolicyAgent:
+    """The :class:`~mara_agents.integrations.slot_policy.SlotPolicyAgent` of a Tianshou checkpoint
+    (``policy.pt`` or a run directory holding one; default: the shipped :data:`SHIPPED_CHECKPOINT`), for the
+    benchmark row :data:`ROW_NAME`. A policy trained on predictor features gets a fresh predictor of the
+    kind its manifest names, unless ``predictor`` is given.
 
     Raises:
         ValueError: missing file or manifest (``policy.json``, required), another format, a checksum
             that does not match the manifest, or (without ``predictor``) features from a shipped predictor
             checkpoint that has changed since training.
     """
-    ckpt, manifest, path = _read_checkpoint(path)
-    actor = SlotActor(ckpt["history"], ckpt["hidden"], ckpt.get("extra", 0))
-    actor.load_state_dict(ckpt["actor"])
-    name = manifest.get("predictor")
-    if name is not None and predictor is None:
-        from mara_agents.mat.agent import check_shipped_predictor, make_predictor
-
-        check_shipped_predictor(f"Tianshou PPO checkpoint {path}", name, manifest)
-        predictor = make_predictor(name)
-    return TianshouPPOAgent(actor, deterministic=deterministic, predictor=predictor)
-
-
-def _read_checkpoint(path: Path | str, file: str = POLICY_FILE) -> tuple[dict[str, Any], dict[str, Any], Path]:
-    """(checkpoint dict, manifest, file path) of a verified checkpoint (ValueError otherwise)."""
-    path, data, manifest = read_verified(path, file, "no Tianshou PPO checkpoint (train one with python -m mara_agents.integrations.tianshou_ppo --out DIR)")
-    if manifest.get("format") != FORMAT:
-        raise ValueError(f"{path.with_suffix('.json')}: not a {FORMAT} manifest (format {manifest.get('format')!r})")
-    ckpt = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    if ckpt.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a {FORMAT} checkpoint (format {ckpt.get('format')!r})")
-    return ckpt, manifest, path
-
-
-def evaluate(agent: Agent, env_kwargs: Mapping[str, Any], seeds: range | list[int]) -> dict[str, float]:
-    """Mean completion rate, invalid actions and conflicts of ``agent`` on the Gymnasium view, one episode per seed."""
-    log = EpisodeLog()
-    env = RecordEpisodes(make_gym_env(**env_kwargs), log)
-    for seed in seeds:
-        obs, _ = env.reset(seed=int(seed))
-        agent.reset(1, obs["action_mask"].shape[0], obs["action_mask"].shape[1] - 1)
-        done = False
-        while not done:
-            action = agent.act(obs["observation"][None], obs["action_mask"][None])[0]
-            obs, _, terminated, truncated, _ = env.step(action)
-            done = terminated or truncated
-    env.close()
-    return log.summary()
+    return slot_policy.load_agent(path, FORMAT, MISSING, deterministic=deterministic, predictor=predictor, name=ROW_NAME)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
