@@ -395,7 +395,8 @@ def _load_figure(table: dict[str, Any], loads: list[str], plt) -> bytes:
         ax.tick_params(labelsize=7)
         ax.legend(handles=ax.containers[:len(rows)], fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
     axes[0][0].set_ylabel("completion % (average of task sets)", fontsize=8)
-    fig.legend(handles=shared, loc="lower center", ncol=len(shared), fontsize=7, frameon=False, title="in every panel", title_fontsize=7)
+    if shared:
+        fig.legend(handles=shared, loc="lower center", ncol=len(shared), fontsize=7, frameon=False, title="in every panel", title_fontsize=7)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     data = figure_png(fig, dpi=110)
     plt.close(fig)

@@ -318,7 +318,8 @@ def _extra_python() -> Path | None:
     return venv / "bin" / "python" if (venv / ".installed").exists() else None
 
 
-def _run_in_extra_venv(module: str, args: list[str], out: Path, probe: str) -> dict:
+def _run_in_extra_venv(module: str, args: list[str], out: Path, probe: str, report: str | None = None) -> dict:
+    """Run ``module`` in the extra venv with ``--out out``; its JSON report (``out``, or ``out/report``)."""
     python = _extra_python()
     if python is None:
         pytest.skip("no RLlib/BenchMARL venv: ray[rllib] pins gymnasium==1.2.2 and BenchMARL torchrl<0.12, so they live in "
@@ -331,16 +332,33 @@ def _run_in_extra_venv(module: str, args: list[str], out: Path, probe: str) -> d
                           env=env, timeout=900)
     print(done.stdout[-2000:])
     assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(out.read_text())
+    return json.loads((out / report if report else out).read_text())
 
 
 def test_rllib_ppo_shared_masked_policy_trains(tmp_path):
     report = _run_in_extra_venv("mara_agents.integrations.rllib_ppo",
                                 ["--small", "--iterations", "2", "--train-batch-size", "256", "--minibatch-size", "64", "--epochs", "2"],
-                                tmp_path / "rllib.json", "ray.rllib")
+                                tmp_path / "rllib", "ray.rllib", report="train.json")
     assert report["loss"] and all(math.isfinite(x) for x in report["loss"])
     assert report["episodes"] > 0 and report["invalid_actions"] == 0
     assert all(0.0 <= h["completion_rate"] <= 1.0 for h in report["history"] if "completion_rate" in h)
+
+
+def test_rllib_per_slot_policy_trains_conflict_free_and_loads_as_agent_without_ray(tmp_path):
+    """RLlib's PPO with SlotRLModule on the central view: no conflict or masked action in training or in the
+    greedy evaluation; its checkpoint loads in the main venv (no Ray) as an Agent that plays another N and K."""
+    from mara_agents.integrations import rllib_ppo, slot_policy
+
+    out = tmp_path / "rllib_slot"
+    report = _run_in_extra_venv("mara_agents.integrations.rllib_ppo",
+                                ["--policy", "slot", "--small", "--iterations", "2", "--train-batch-size", "512", "--minibatch-size", "128",
+                                 "--epochs", "2", "--n-envs", "4", "--eval-episodes", "2"], out, "ray.rllib", report="train.json")
+    assert report["loss"] and all(math.isfinite(x) for x in report["loss"])
+    assert report["episodes"] > 0 and report["invalid_actions"] == 0 and report["conflicts"] == 0
+    assert report["eval_greedy"]["episodes"] == 2 and report["eval_greedy"]["conflicts"] == 0
+    assert {"policy.pt", "policy.json", "snapshot.pt"} <= {p.name for p in out.iterdir()}
+    other = slot_policy.evaluate(rllib_ppo.load_agent(out), {"n_nodes": 3, "n_slots": 6, "arrival_steps": 30}, range(2))
+    assert other["invalid_actions"] == 0 and other["conflicts"] == 0
 
 
 def test_benchmarl_task_runs_mappo(tmp_path):
