@@ -125,6 +125,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/tutorials/tianshou.md", "library-rows"): _library_rows,
     ("docs/tutorials/sb3.md", "library-rows"): _library_rows,
     ("docs/tutorials/torchrl.md", "library-rows"): _library_rows,
+    ("docs/tutorials/rllib.md", "library-rows"): _library_rows,
     ("docs/tutorials/sb3-vectorized-maskable-ppo.md", "sb3-vec-env"): _sb3_vec_env,
     **{(f"docs/tutorials/{page}", "library-small"): _library_small for page in ("README.md", "tianshou.md", "sb3.md", "torchrl.md")},
 }
