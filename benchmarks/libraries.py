@@ -143,7 +143,9 @@ def table(saved: dict[str, Any]) -> str:
     lines = ["| library | budget | training completion, first → last quarter | greedy, 16 seeded episodes | invalid actions, all training episodes | "
              "conflicts, all training episodes | wall / CPU s |",
              "|---|---|---|---|---|---|---|"]
-    for name, r in saved["runs"].items():
+    runs = saved["runs"]
+    for name in [*(n for n in LIBRARIES if n in runs), *(n for n in runs if n not in LIBRARIES)]:  # the tutorials' order
+        r = runs[name]
         greedy = f"**{r['greedy']['completion_rate']:.3f}**" if "greedy" in r else "—"
         total = r["all"]
         conflicts = f"{total['conflicts']} in {total['episodes']} episodes"

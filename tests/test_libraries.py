@@ -35,6 +35,11 @@ def test_published_table_has_every_library_and_the_reference_rules():
     assert set(saved["runs"]) == set(libraries.LIBRARIES)
     assert all(run["all"]["invalid_actions"] == 0 for run in saved["runs"].values())  # the masks hold in every library
     assert set(libraries.REFERENCES) <= set(saved["references"])
+    runs = saved["runs"]
+    assert all(runs[name]["all"]["conflicts"] == 0 for name in ("tianshou", "sb3-slot", "torchrl-slot"))  # the per-slot joint distribution
+    # sb3-vectorized.md: the same run through one CoreVecEnv and through DummyVecEnv sees the same episodes
+    assert runs["sb3-vectorized"]["episodes_sha256"] == runs["sb3-dummy"]["episodes_sha256"]
+    assert "identical (sha256" in libraries.vec_env_table(saved)
 
 
 def test_unknown_library_is_a_cli_error():
