@@ -107,6 +107,28 @@ def _library_small() -> str:
     return table(_json(OUT))
 
 
+def _tutorial_example() -> str:
+    """evaluate-your-agent.md's example run (docs/results/tutorial/paper.json): the rows' completion and the
+    third-party row's paired differences from the best fixed row (★) and the better leak probe (◆)."""
+    from benchmarks.report import row_label
+
+    run = _json(RESULTS / "tutorial" / "paper.json")
+    columns, table = run["scenarios"], run["table"]
+    lines = ["| agent | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    lines += [f"| {row_label(row)} | " + " | ".join(f"{table[row][c]['mean']:.1f} ± {table[row][c]['sd']:.1f}" for c in columns) + " |"
+              for row in table]
+    lines += ["", "| difference | scenario | mean | 95% CI | p | roots |", "|---|---|---|---|---|---|"]
+    third = run["rows"][0]
+    for d in run["differences"]:
+        if d["a"] == third and (d["best_fixed"] or d["best_probe"]):
+            mark = "★" if d["best_fixed"] else "◆"
+            lines.append(f"| {d['a']} − {d['b']} {mark} | {d['scenario']} | {d['mean']:+.1f} | [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}] | "
+                         f"{d['p_value']:.4f} | {d['n']} |")
+    lines += ["", f"docs/results/tutorial/paper.json: the command above run from docs/tutorials/ (which holds closest_to_target.py), "
+              f"commit {run['commit']}, {run['machine']['cpus']} CPUs."]
+    return "\n".join(lines)
+
+
 def _sb3_vec_env() -> str:
     from benchmarks.libraries import OUT, vec_env_table
 
@@ -127,6 +149,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/tutorials/torchrl.md", "library-rows"): _library_rows,
     ("docs/tutorials/rllib.md", "library-rows"): _library_rows,
     ("docs/tutorials/sb3-vectorized-maskable-ppo.md", "sb3-vec-env"): _sb3_vec_env,
+    ("docs/tutorials/evaluate-your-agent.md", "tutorial-example"): _tutorial_example,
     **{(f"docs/tutorials/{page}", "library-small"): _library_small for page in ("README.md", "tianshou.md", "sb3.md", "torchrl.md")},
 }
 

@@ -82,3 +82,15 @@ def test_the_tutorials_reading_of_the_library_rows_holds_in_the_published_paper_
     assert best["mean"] < 0
 
 
+
+
+def test_the_evaluate_your_agent_example_is_the_committed_file_and_its_run():
+    # evaluate-your-agent.md shows closest_to_target.py and the table its run printed: the page's code is the
+    # file the committed run used, and the run is the page's command on the page's rows.
+    page = (docs_blocks.ROOT / "docs" / "tutorials" / "evaluate-your-agent.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    assert code == (docs_blocks.ROOT / "docs" / "tutorials" / "closest_to_target.py").read_text()
+    run = json.loads((DOCS_RESULTS / "tutorial" / "paper.json").read_text())
+    command = page.split("```bash\n", 1)[1].split("```", 1)[0].replace("\\\n", " ").split()
+    assert run["command"].split()[:-2] == command[:-2]  # all but --out DIR
+    assert run["rows"][0] == "closest_to_target:ClosestToTarget" and not run["missing"]
