@@ -457,9 +457,9 @@ indexes is owned by its caller): a compiled call with array arguments otherwise 
 each array's reference count with atomic instructions, which cost a third of a B = 256 step when each rule
 was a call per environment. The vector env computes each environment's observation right after its own
 step, while its state is in cache (`core_env.vector.step_observing`; the same numbers as observing after
-the whole step). Numba's cache is keyed by each function's own source file: after editing `dynamics.py`
-or `features.py` in a checkout, delete `core_env/__pycache__/*.nb[ic]` so that the functions of
-`vector.py` that inline them are recompiled too. The compiled code uses no operation whose result depends on a SIMD path (the dynamics:
+the whole step). Numba keys its cache on each function's own source file, which would leave
+`vector.py`'s inlined copies of edited rules stale; `core_env.compiled_cache` keys the whole cache on every
+source the compiled code is built from and drops it when any of them changes (the next import recompiles). The compiled code uses no operation whose result depends on a SIMD path (the dynamics:
 additions, products, divisions and comparisons in a fixed order), so trajectories are the same on every
 x86-64 CPU; observations take logarithms from the C library (within an ulp across CPUs).
 

@@ -30,7 +30,10 @@ import numpy as np
 from numba import njit, types
 from numba.experimental import structref
 
+from core_env import compiled_cache
 from core_env.curves import LOSS_FLOOR
+
+compiled_cache.guard()  # before anything compiles: drop cached machine code built from other rule sources
 
 #: The rules called per environment inside a step's loop are inlined into it (numba IR level): a
 #: compiled call with array arguments updates their reference counts with atomic instructions on entry
