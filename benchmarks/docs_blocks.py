@@ -129,6 +129,12 @@ def _tutorial_example() -> str:
     return "\n".join(lines)
 
 
+def _perf() -> str:
+    from benchmarks.perf import summary
+
+    return summary(_json(RESULTS / "perf.json")).strip()
+
+
 def _sb3_vec_env() -> str:
     from benchmarks.libraries import OUT, vec_env_table
 
@@ -150,6 +156,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/tutorials/rllib.md", "library-rows"): _library_rows,
     ("docs/tutorials/sb3-vectorized-maskable-ppo.md", "sb3-vec-env"): _sb3_vec_env,
     ("docs/tutorials/evaluate-your-agent.md", "tutorial-example"): _tutorial_example,
+    ("docs/benchmarks.md", "perf"): _perf,
     **{(f"docs/tutorials/{page}", "library-small"): _library_small for page in ("README.md", "tianshou.md", "sb3.md", "torchrl.md")},
 }
 

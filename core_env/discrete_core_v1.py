@@ -463,32 +463,13 @@ source the compiled code is built from and drops it when any of them changes (th
 additions, products, divisions and comparisons in a fixed order), so trajectories are the same on every
 x86-64 CPU; observations take logarithms from the C library (within an ulp across CPUs).
 
-**Performance** (`python -m benchmarks perf`, OMP_NUM_THREADS=1, one process, side by side; 2-core x86-64 VM (AMD EPYC), no GPU; absolute figures vary ±30% between runs and 2–4× between VMs):
-
-| measurement (N = 4, K = 16 unless said) | figure |
-|---|---|
-| PettingZoo view / API floor (a ParallelEnv that only builds the same dicts) | **0.55×** (rounds 0.51–0.60; target ≥ 0.5) — 90.5k vs 169.0k steps/s |
-| Gymnasium view / API floor | 0.60× |
-| `EnvBatch.step` (dynamics + shaped reward, no observations), B = 256 / API floor | **16.0×** (rounds 14.4–16.8; target ≥ 10) — 2.09M env-steps/s |
-| vector env `step` (per-node observations, shaped reward, infos), B = 256 / API floor | **7.19×** (rounds 6.88–8.46; target ≥ 7) — 1.20M env-steps/s; 7.62× and 8.32× in two earlier runs of the same ratios (16 s, 8 rounds); **7.51×** (rounds 7.00–8.11) in a rerun of `perf` at the final commit of the change |
-| vector env `step` (compact observations, shaped reward, infos), B = 256 / API floor | 8.02× (rounds 6.96–9.59) — 1.34M env-steps/s; 7.38× and 9.07× earlier; 8.79× in the final rerun |
-| per env-step at N = 4 / 16 / 64 / 256 (K = 4N): PettingZoo view | 10.8 / 19.7 / 72.7 / 1,062 µs |
-| … vector env (B = 16), per-node observations | 1.3 / 4.2 / 51.0 / 1,361 µs |
-| … vector env (B = 16), compact observations | 1.3 / 3.1 / 11.6 / 113 µs |
-| first PettingZoo step of a fresh process: empty numba cache / with the cache | 7.3 s / 0.86 s |
-| memory per env: state; one step's observations per-node / compact | 61.1 KiB; 4.2 / 1.1 KiB |
-| seeded `reset()` (draws a workload; timed apart from steps) | 2.0 ms |
-
-Ratios are medians over 8 rounds in which the floor and each view run one chunk in turn (a busy machine
-slows neighbouring chunks alike). On the same VM, before the reference counting was removed from the
-compiled loops, the same paired ratios (16 s, 8 rounds) gave 5.58× (per-node), 5.66× (compact) and 8.18×
-(no observations): the atomic reference-count updates of array arguments were a third of a B = 256 step. The per-node ratio
-cleared 7× in every full run on that VM, but its slowest rounds (6.9) sat just under it, and on the next session's VM
-(2026-12-02, same code) three runs of `perf`, each alone on the machine, gave per-node **6.50×** (rounds 6.12–7.05), 7.03×
-(6.74–7.59) and 7.47× (7.04–8.04); compact 7.86× / 8.45× / 8.88×; EnvBatch 16.3× / 17.2× / 18.1×; PettingZoo / floor 0.53× /
-0.51× / **0.44×** (the last is the docs/results.md run): the 7× and 0.5× targets are not met in every run on every VM. Resets are timed apart: a seeded reset draws a workload
-(2.0 ms here, 6.8 ms on a slower VM; dominated by the recipe's target quantiles), which is most of an episode's cost when episodes
-are short; replaying suite or pre-drawn workloads avoids it.
+**Performance**: `python -m benchmarks perf` measures every view's env-steps/s, their ratios to a minimal
+ParallelEnv that only builds the same dicts (paired round by round; targets: PettingZoo ≥ 0.5×, the batched
+step at B = 256 ≥ 10× without observations and ≥ 7× with them), the per-step cost at N = 4–256, compile
+time and memory; the figures of the last run are in docs/benchmarks.md ("Throughput"), generated from
+docs/results/perf.json. Past N = 16 the per-node observation (N copies of the slot table) dominates the
+step: use the compact one. A seeded `reset()` draws a workload, which costs more than many steps; replay
+suite or pre-drawn workloads (`reset(options=[{"workload": w}, …])`) where resets are frequent.
 
 ## Version history
 
