@@ -1,0 +1,205 @@
+"""A plain-Python step of discrete-node CoRE-Learning, written from the rules of docs/env.md ("A step"), for
+tests only: no numba, no arenas, one environment, the state as named fields. tests/test_reference_step.py
+checks the compiled engine against it on whole random episodes.
+
+The loss a served task reports is the mean of its curve over the batches it trained this step (the curve
+is piecewise constant per batch, continued on its plateau), computed from the bank's prefix integrals in
+the same order as the engine, so that both agree to the last bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+LOSS_FLOOR = 1e-6
+FAR_POSITION = 2.0**62
+
+
+@dataclasses.dataclass
+class Slot:
+    """An admitted task (one per occupied slot)."""
+
+    task: int
+    deadline: int
+    target: float
+    batches: float
+    cum_start: int
+    length: int
+    progress: float = 0.0
+    integral: float = 0.0
+    steps: int = 0
+    first_loss: float = 0.0
+    last_loss: float = 0.0
+    log_span: float = 0.0
+    phi: float = 0.0
+
+
+@dataclasses.dataclass
+class Stats:
+    arrived: int = 0
+    completed: int = 0
+    failed: int = 0
+    rejected: int = 0
+    switches: int = 0
+    busy_node_steps: int = 0
+    wasted_node_steps: int = 0
+    conflicts: int = 0
+    invalid_actions: int = 0
+
+
+class ReferenceEpisode:
+    """One episode of ``workload`` under ``config`` (an EnvConfig), stepped by :meth:`step`."""
+
+    def __init__(self, config, workload) -> None:
+        self.config, self.w, self.bank = config, workload, workload.bank
+        self.K, self.N = config.n_slots, config.n_nodes
+        self.speeds = [float(s) for s in config.speeds]
+        self.slots: list[Slot | None] = [None] * self.K
+        self.node_slot = [-1] * self.N
+        self.stats = Stats()
+        self.t, self.next_task = 0, 0
+        self.terminated = self.truncated = False
+        self.potential = 0.0
+        self._admit()
+        self._update_done()
+
+    # the curve ---------------------------------------------------------------------------------
+    def _integral(self, s: Slot, x: float) -> float:
+        cum, slope = self.bank.cum, self.bank.slope
+        if x >= FAR_POSITION:
+            end = min(x, float(s.length))
+            whole = min(int(end), s.length)
+            return cum[s.cum_start + whole] + (end - whole) * slope[s.cum_start + whole] + (x - end) * slope[s.cum_start + s.length]
+        whole = min(int(x), s.length)
+        return cum[s.cum_start + whole] + (x - whole) * slope[s.cum_start + whole]
+
+    def _mean_loss(self, s: Slot, x0: float, x1: float) -> tuple[float, float]:
+        value = self._integral(s, x1)
+        width = x1 - x0
+        if width == 0.0:
+            return value, self.bank.slope[s.cum_start + int(min(x0, float(s.length)))]
+        return value, (value - s.integral) / width
+
+    # the rules ---------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+    def step(self, actions) -> dict:
+        """One step; returns {"reward", "completed", "failed", "rejected", "conflict" (N,), "invalid" (N,)}."""
+        out = {"completed": 0, "failed": 0, "rejected": 0, "conflict": [0] * self.N, "invalid": [0] * self.N}
+        if not self.done:
+            chosen = self._resolve(actions, out)
+            out["completed"] = self._serve(chosen)
+            self.node_slot = chosen
+            self.t += 1
+            out["failed"] = self._expire()
+            out["rejected"] = self._admit()
+            self._update_done()
+        reward = float(out["completed"])
+        if self.config.reward == "shaped":
+            new = self.config.kappa * sum(s.phi for s in self.slots if s is not None and s.steps > 0)
+            reward += new - self.potential
+            self.potential = new
+        out["reward"] = reward
+        return out
+
+    def _resolve(self, actions, out) -> list[int]:
+        """Rule 1: a node choosing an empty slot idles (invalid); of nodes choosing one task, the lowest index
+        trains it and the others idle (conflict)."""
+        chosen = []
+        for n, a in enumerate(int(x) for x in actions):
+            k = a - 1
+            if a > 0 and self.slots[k] is None:
+                out["invalid"][n] = 1
+                k = -1
+            elif a > 0 and k in chosen:
+                out["conflict"][n] = 1
+                k = -1
+            chosen.append(k)
+        self.stats.conflicts += sum(out["conflict"])
+        self.stats.invalid_actions += sum(out["invalid"])
+        return chosen
+
+    def _serve(self, chosen: list[int]) -> int:
+        """Rules 2–3: each serving node trains its task for speed × batches (less the switching cost when the
+        task has reported before and this node did not serve it last step); the task reports the mean loss over
+        those batches; tasks at or below their target complete, after every node has trained."""
+        reported = {}
+        for n, k in enumerate(chosen):
+            if k < 0:
+                continue
+            s = self.slots[k]
+            had_report = s.steps > 0
+            switched = had_report and self.node_slot[n] != k
+            batches = s.batches * self.speeds[n]
+            if self.config.switch_cost > 0.0 and switched:
+                batches = batches * (1.0 - self.config.switch_cost)
+            value, loss = self._mean_loss(s, s.progress, s.progress + batches)
+            self.stats.busy_node_steps += 1
+            self.stats.switches += int(switched)
+            s.progress, s.integral = s.progress + batches, value
+            s.steps += 1
+            if not had_report:
+                s.first_loss = loss
+                s.log_span = math.log(loss / s.target)
+            s.last_loss = loss
+            s.phi = min(max(math.log(s.first_loss / loss) / s.log_span, 0.0), 1.0)
+            reported[k] = loss
+        completed = 0
+        for k, loss in reported.items():
+            if loss <= self.slots[k].target:
+                self.slots[k] = None
+                completed += 1
+        self.stats.completed += completed
+        return completed
+
+    def _expire(self) -> int:
+        """Rule 4: at the new t, every task whose deadline has come fails; its node-steps were wasted."""
+        failed = 0
+        for k, s in enumerate(self.slots):
+            if s is not None and s.deadline <= self.t:
+                self.stats.wasted_node_steps += s.steps
+                self.slots[k] = None
+                failed += 1
+        self.stats.failed += failed
+        return failed
+
+    def _admit(self) -> int:
+        """Rule 5: tasks arriving at t take the lowest free slot in task order; with every slot full they are rejected."""
+        rejected = 0
+        w = self.w
+        while self.next_task < len(w) and w.arrival[self.next_task] <= self.t:
+            i = self.next_task
+            self.next_task += 1
+            self.stats.arrived += 1
+            if None not in self.slots:
+                rejected += 1
+                continue
+            curve = int(w.curve[i])
+            self.slots[self.slots.index(None)] = Slot(task=i, deadline=int(w.deadline[i]), target=float(w.target[i]),
+                                                      batches=float(w.batches_per_step[i]), cum_start=int(self.bank.cum_start[curve]),
+                                                      length=int(self.bank.lengths[curve]))
+        self.stats.rejected += rejected
+        return rejected
+
+    def _update_done(self) -> None:
+        """Rule 6: terminated once arrivals are over, every task arrived and no task is active; truncated at
+        max_cycles otherwise."""
+        active = sum(s is not None for s in self.slots)
+        if self.t >= self.w.arrival_steps and self.next_task >= len(self.w) and active == 0:
+            self.terminated = True
+        if self.t >= self.config.max_cycles and not self.terminated:
+            self.truncated = True
+
+    def completion_rate_inputs(self) -> tuple[int, int]:
+        return self.stats.completed, self.stats.arrived
+
+    def slot_tasks(self) -> list[int]:
+        return [-1 if s is None else s.task for s in self.slots]
+
+    def last_losses(self) -> np.ndarray:
+        return np.array([0.0 if s is None or s.steps == 0 else s.last_loss for s in self.slots])
