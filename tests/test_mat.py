@@ -462,3 +462,12 @@ def test_a_fresh_process_loads_a_shipped_pfn_checkpoint():
     code = "from benchmarks.agents import make_agent; print(type(make_agent('mara-pfn', 0)).__name__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "MATAgent", out.stderr[-2000:]
+
+
+def test_a_policy_manifest_lists_every_committed_evaluation_suite_of_its_task_set():
+    from core_env.config import LOADS, EnvConfig
+    from core_env.workload import suite_sha256
+    from mara_agents.mat.ppo import PPOConfig, provenance
+
+    suites = provenance(EnvConfig(task_set="rl_ood"), PPOConfig(steps=1))["evaluation_suites_sha256"]
+    assert suites == {f"rl_ood/{load}": suite_sha256("rl_ood", load) for load in LOADS}

@@ -292,11 +292,12 @@ def provenance(config: EnvConfig, cfg: PPOConfig) -> dict[str, Any]:
     data split (seeded draws on the task set's train curves), the train bank's fingerprint, the sha256 of
     the committed evaluation suites of its task set (never trained on), and the FM checkpoint's sha256
     when the variant sees FM features."""
+    from core_env.config import LOADS
     from core_env.parallel import DiscreteCoREParallelEnv
     from core_env.workload import suite_sha256
 
     suites = {}
-    for load in ("train", "heavy"):
+    for load in LOADS:  # every committed evaluation load of the task set (a custom task set has none)
         try:
             suites[f"{config.task_set_name}/{load}"] = suite_sha256(config.task_set_name, load)
         except (OSError, ValueError, KeyError):
