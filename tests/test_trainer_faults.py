@@ -188,3 +188,32 @@ def test_a_resume_after_a_kill_keeps_the_metrics_monotone(tmp_path):
     updates = [row["updates"] for row in rows]
     assert saved_at == [2] and updates == list(range(1, second.updates + 1)) and second.updates > 4
     assert all(b["env_steps"] > a["env_steps"] for a, b in zip(rows, rows[1:]))
+
+
+def test_the_command_line_sets_the_training_environment(tmp_path, capsys, monkeypatch):
+    from core_env.config import EnvConfig
+    from mara_agents.mat import ppo
+
+    cfg, out, env = ppo.parse_command(["--out", str(tmp_path), "--steps", "10", "--n-nodes", "8", "--n-slots", "32", "--load", "x1.5",
+                                       "--task-set", "rl_ood"])
+    assert (env.n_nodes, env.n_slots, env.load, env.task_set_name) == (8, 32, "x1.5", "rl_ood") and cfg.steps == 10
+    assert ppo.parse_command(["--out", str(tmp_path), "--steps", "10", "--load", "0.3"])[2].load == 0.3
+    assert ppo.parse_command(["--out", str(tmp_path), "--steps", "10"])[2] == EnvConfig()  # the defaults keep old runs resumable
+    for flags, message in ((["--load", "heavy"], "--load must be one of"), (["--load", "3"], "load must be"),
+                           (["--task-set", "nope"], "nope"), (["--n-nodes", "0"], "n_nodes")):
+        with pytest.raises(SystemExit) as stopped:
+            ppo.parse_command(["--out", str(tmp_path), "--steps", "10", *flags])
+        assert stopped.value.code == 2 and message in capsys.readouterr().err, flags
+    seen = {}
+
+    class Capture:
+        def __init__(self, cfg, out, env_config=None):
+            seen["env"] = env_config
+            self.env_steps, self.elapsed, self.baselines = 0, 0.0, {}
+
+        def run(self):
+            return None
+
+    monkeypatch.setattr(ppo, "Trainer", Capture)
+    ppo.main(["--out", str(tmp_path / "run"), "--steps", "10", "--n-nodes", "2"])
+    assert seen["env"].n_nodes == 2

@@ -3,6 +3,10 @@
 Usage::
 
     python -m mara_agents.mat.ppo --variant mara --seed 0 --minutes 60 --out runs/mara_s0
+    python -m mara_agents.mat.ppo --variant mat --steps 100000 --n-nodes 8 --n-slots 32 --load x1.5 --task-set rl_ood --out runs/mat_n8
+
+The environment flags (``--n-nodes``, ``--n-slots``, ``--load``, ``--task-set``) set the EnvConfig trained on;
+left out, it is the benchmark's (N = 4, K = 16, the train load on ``id``).
 
 Variants (:data:`VARIANTS`): ``mara`` (flow-matching predictor features, shaped reward), ``mara-wls``
 (WLS features, shaped), ``mara-sparse`` (FM features, sparse reward), ``mat`` (no predictor features,
@@ -52,7 +56,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from core_env.config import EnvConfig
+from core_env.config import LOADS, EnvConfig
 from core_env.npz import write_atomic
 from core_env.recipe import DEFAULT_RECIPE
 from core_env.vector import DiscreteCoREVectorEnv
@@ -292,7 +296,6 @@ def provenance(config: EnvConfig, cfg: PPOConfig) -> dict[str, Any]:
     data split (seeded draws on the task set's train curves), the train bank's fingerprint, the sha256 of
     the committed evaluation suites of its task set (never trained on), and the FM checkpoint's sha256
     when the variant sees FM features."""
-    from core_env.config import LOADS
     from core_env.parallel import DiscreteCoREParallelEnv
     from core_env.workload import suite_sha256
 
@@ -768,7 +771,12 @@ class Trainer:
 # Command line
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[PPOConfig, Path]:
+#: Environment flags of the command line (EnvConfig fields); unset ones keep EnvConfig's defaults.
+ENV_FLAGS = {"n_nodes": int, "n_slots": int, "load": str, "task_set": str}
+
+
+def parse_command(argv: list[str] | None = None) -> tuple[PPOConfig, Path, EnvConfig]:
+    """(hyperparameters, output directory, environment) of a command line; exit 2 with the reason on bad input."""
     parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.ppo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="output directory (rerun the same command to resume)")
     for field in dataclasses.fields(PPOConfig):
@@ -779,16 +787,32 @@ def parse_args(argv: list[str] | None = None) -> tuple[PPOConfig, Path]:
             parser.add_argument(flag, choices=list(VARIANTS), default=default)
         else:
             parser.add_argument(flag, type=kind, default=default, help=f"default {default}")
+    env = parser.add_argument_group("environment (EnvConfig; default: the benchmark's N = 4, K = 16, train load, id task set)")
+    for name, kind in ENV_FLAGS.items():
+        env.add_argument("--" + name.replace("_", "-"), type=kind, default=None,
+                         help="a load name (train, x1.25, x1.5, x2) or an intensity per node in (0, 1]" if name == "load" else None)
     args = vars(parser.parse_args(argv))
     out = args.pop("out")
+    env_kwargs = {name: args.pop(name) for name in ENV_FLAGS}
+    env_kwargs = {name: value for name, value in env_kwargs.items() if value is not None}
+    if "load" in env_kwargs and env_kwargs["load"] not in LOADS:
+        try:
+            env_kwargs["load"] = float(env_kwargs["load"])
+        except ValueError:
+            parser.error(f"--load must be one of {sorted(LOADS)} or a number in (0, 1], got {env_kwargs['load']!r}")
     try:
-        return PPOConfig(**args), out
-    except ValueError as error:
+        return PPOConfig(**args), out, EnvConfig(**env_kwargs)
+    except (ValueError, TypeError) as error:
         parser.error(str(error))
 
 
+def parse_args(argv: list[str] | None = None) -> tuple[PPOConfig, Path]:
+    """(hyperparameters, output directory) of a command line (:func:`parse_command` without the environment)."""
+    return parse_command(argv)[:2]
+
+
 def main(argv: list[str] | None = None) -> None:
-    cfg, out = parse_args(argv)
+    cfg, out, env_config = parse_command(argv)
     torch.set_num_threads(cfg.threads)
     try:  # a directory that cannot be made or written (e.g. under /proc) fails here, before any training
         out.mkdir(parents=True, exist_ok=True)
@@ -798,7 +822,7 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as error:
         print(f"python -m mara_agents.mat.ppo: error: --out {out} cannot be written: {error.strerror or error}", file=sys.stderr)
         raise SystemExit(2) from None
-    trainer = Trainer(cfg, out)
+    trainer = Trainer(cfg, out, env_config=env_config)
     try:
         manifest = trainer.run()
     except (TrainingDiverged, ValueError) as error:
