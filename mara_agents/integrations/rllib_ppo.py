@@ -31,8 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -233,17 +231,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report = train(env_kwargs, iterations=args.iterations, address=args.address, num_cpus=args.num_cpus, seed=args.seed, policy=args.policy,
                    out=args.out, threads=args.threads, train_batch_size=args.train_batch_size, minibatch_size=args.minibatch_size,
                    epochs=args.epochs, **extra)
-    report["command"] = " ".join(["python -m mara_agents.integrations.rllib_ppo", *(argv if argv is not None else sys.argv[1:])])
-    report["machine"] = {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(), "torch_threads": args.threads}
-    if args.out is not None:
-        if args.policy == "slot" and args.eval_episodes:
-            from mara_agents.integrations.slot_policy import evaluate
+    from mara_agents.integrations.slot_policy import finish_cli
 
-            report["eval_greedy"] = evaluate(load_agent(args.out), env_kwargs, range(10_000, 10_000 + args.eval_episodes))
-            print(f"greedy eval on {args.eval_episodes} seeded episodes: {report['eval_greedy']}")
-        args.out.mkdir(parents=True, exist_ok=True)
-        write_atomic(args.out / "train.json", (json.dumps(report, indent=1, default=float) + "\n").encode())
-    return report
+    return finish_cli(report, module="mara_agents.integrations.rllib_ppo", argv=argv, threads=args.threads, out=args.out, env_kwargs=env_kwargs,
+                      eval_episodes=args.eval_episodes, load=load_agent if args.policy == "slot" else None)
 
 
 if __name__ == "__main__":

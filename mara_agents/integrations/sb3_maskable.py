@@ -32,9 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -224,19 +221,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        threads=args.threads, init=args.init)
     except ValueError as error:  # a bad argument or checkpoint: a CLI error (exit 2), not a traceback
         parser.error(str(error))
-    report["command"] = " ".join(["python -m mara_agents.integrations.sb3_maskable", *(argv if argv is not None else sys.argv[1:])])
-    report["machine"] = {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(), "torch_threads": args.threads}
-    if args.eval_episodes:
-        seeds = range(10_000, 10_000 + args.eval_episodes)
-        if args.policy == "slot":
-            from mara_agents.integrations.slot_policy import evaluate as evaluate_agent
+    from mara_agents.integrations.slot_policy import EVAL_SEED, finish_cli
 
-            report["eval_greedy"] = evaluate_agent(load_agent(args.out), env_kwargs, seeds)
-        else:
-            report["eval_greedy"] = evaluate(report["model"], env_kwargs, seeds)
+    if args.policy == "mlp" and args.eval_episodes:  # SB3's own model (no Agent adapter) plays the episodes
+        report["eval_greedy"] = evaluate(report["model"], env_kwargs, range(EVAL_SEED, EVAL_SEED + args.eval_episodes))
         print(f"greedy eval on {args.eval_episodes} seeded episodes: {report['eval_greedy']}")
-    write_atomic(args.out / "train.json", (json.dumps({k: v for k, v in report.items() if k != "model"}, indent=1, default=float) + "\n").encode())
-    return report
+    return finish_cli(report, module="mara_agents.integrations.sb3_maskable", argv=argv, threads=args.threads, out=args.out,
+                      env_kwargs=env_kwargs, eval_episodes=args.eval_episodes, load=load_agent if args.policy == "slot" else None)
 
 
 if __name__ == "__main__":

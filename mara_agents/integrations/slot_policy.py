@@ -14,7 +14,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Mapping
+import os
+import platform
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +163,24 @@ def evaluate(agent: Agent, env_kwargs: Mapping[str, Any], seeds: range | list[in
             done = terminated or truncated
     env.close()
     return log.summary()
+
+
+#: First seed of the greedy evaluation episodes a training CLI plays after training.
+EVAL_SEED = 10_000
+
+
+def finish_cli(report: dict[str, Any], *, module: str, argv: list[str] | None, threads: int, out: Path | None,
+               env_kwargs: Mapping[str, Any], eval_episodes: int = 0, load: Callable[[Path], Agent] | None = None) -> dict[str, Any]:
+    """The end of a training CLI: record its command and machine in ``report``; with ``out``, evaluate the saved
+    policy greedily (``load(out)``) on ``eval_episodes`` seeded episodes (seeds :data:`EVAL_SEED` +) and write
+    ``out/train.json`` (without an in-memory ``model``)."""
+    report["command"] = " ".join([f"python -m {module}", *(argv if argv is not None else sys.argv[1:])])
+    report["machine"] = {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(), "torch_threads": threads}
+    if out is None:
+        return report
+    if load is not None and eval_episodes:
+        report["eval_greedy"] = evaluate(load(out), env_kwargs, range(EVAL_SEED, EVAL_SEED + eval_episodes))
+        print(f"greedy eval on {eval_episodes} seeded episodes: {report['eval_greedy']}")
+    Path(out).mkdir(parents=True, exist_ok=True)
+    write_atomic(Path(out) / "train.json", (json.dumps({k: v for k, v in report.items() if k != "model"}, indent=1, default=float) + "\n").encode())
+    return report

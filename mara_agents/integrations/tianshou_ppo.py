@@ -33,9 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -311,15 +308,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        seed=args.seed, out=args.out, threads=args.threads, predictor=args.predictor, init=args.init)
     except ValueError as error:  # a bad argument or checkpoint: a CLI error (exit 2), not a traceback
         parser.error(str(error))
-    report["command"] = " ".join(["python -m mara_agents.integrations.tianshou_ppo", *(argv if argv is not None else sys.argv[1:])])
-    report["machine"] = {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(), "torch_threads": args.threads}
-    write_atomic(args.out / "train.json", (json.dumps(report, indent=1, default=float) + "\n").encode())
-    if args.eval_episodes:
-        seeds = list(range(10_000, 10_000 + args.eval_episodes))
-        report["eval_greedy"] = evaluate(load_agent(args.out), env_kwargs, seeds)
-        print(f"greedy eval on {args.eval_episodes} seeded episodes: {report['eval_greedy']}")
-        write_atomic(args.out / "train.json", (json.dumps(report, indent=1, default=float) + "\n").encode())
-    return report
+    return slot_policy.finish_cli(report, module="mara_agents.integrations.tianshou_ppo", argv=argv, threads=args.threads, out=args.out,
+                                  env_kwargs=env_kwargs, eval_episodes=args.eval_episodes, load=load_agent)
 
 
 if __name__ == "__main__":

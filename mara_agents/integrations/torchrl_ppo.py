@@ -37,9 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -88,15 +85,12 @@ def make_vector_env(env_kwargs: Mapping[str, Any], n_envs: int = 8, seed: int = 
     return env
 
 
-class _AnyBatch:
-    """Calls a (B, N, D) -> (B, ...) net on (..., N, D) observations of any leading shape (TorchRL collects
-    with batch [] or [T] and trains on [M])."""
-
-    @staticmethod
-    def run(net, obs):
-        lead = obs.shape[:-2]
-        out = net(obs.reshape(-1, *obs.shape[-2:]))
-        return out.reshape(tuple(lead) + tuple(out.shape[1:]))
+def _any_batch(net, obs):
+    """A (B, N, D) -> (B, ...) net on (..., N, D) observations of any leading shape (TorchRL collects with
+    batch [] or [B] and estimates values on [B, T])."""
+    lead = obs.shape[:-2]
+    out = net(obs.reshape(-1, *obs.shape[-2:]))
+    return out.reshape(tuple(lead) + tuple(out.shape[1:]))
 
 
 def _slot_modules(history: int, hidden: int, per_node: bool):
@@ -112,7 +106,7 @@ def _slot_modules(history: int, hidden: int, per_node: bool):
             self.net = SlotActor(history, hidden)
 
         def forward(self, obs):
-            return _AnyBatch.run(self.net, obs)
+            return _any_batch(self.net, obs)
 
     class SlotValues(nn.Module):  # V(s), the same for every node (the team reward is shared)
         def __init__(self) -> None:
@@ -120,7 +114,7 @@ def _slot_modules(history: int, hidden: int, per_node: bool):
             self.net = SlotCritic(history, hidden)
 
         def forward(self, obs):
-            value = _AnyBatch.run(self.net, obs).unsqueeze(-1)
+            value = _any_batch(self.net, obs).unsqueeze(-1)
             return value.unsqueeze(-1).expand(*obs.shape[:-1], 1) if per_node else value
 
     return SlotLogits(), SlotValues()
@@ -325,16 +319,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        view=args.view, policy=args.policy, n_envs=args.n_envs, out=args.out, init=args.init)
     except ValueError as error:  # a bad argument or checkpoint: a CLI error (exit 2), not a traceback
         parser.error(str(error))
-    report["command"] = " ".join(["python -m mara_agents.integrations.torchrl_ppo", *(argv if argv is not None else sys.argv[1:])])
-    report["machine"] = {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(), "torch_threads": args.threads}
-    if args.out is not None:
-        if args.policy == "slot" and args.eval_episodes:
-            from mara_agents.integrations.slot_policy import evaluate
+    from mara_agents.integrations.slot_policy import finish_cli
 
-            report["eval_greedy"] = evaluate(load_agent(args.out), env_kwargs, range(10_000, 10_000 + args.eval_episodes))
-            print(f"greedy eval on {args.eval_episodes} seeded episodes: {report['eval_greedy']}")
-        write_atomic(args.out / "train.json", (json.dumps(report, indent=1, default=float) + "\n").encode())
-    return report
+    return finish_cli(report, module="mara_agents.integrations.torchrl_ppo", argv=argv, threads=args.threads, out=args.out,
+                      env_kwargs=env_kwargs, eval_episodes=args.eval_episodes, load=load_agent if args.policy == "slot" else None)
 
 
 if __name__ == "__main__":
