@@ -3,7 +3,7 @@
 Numba keys each cached function on its own source file only (``cache=True``): when ``dynamics.py`` or
 ``features.py`` changes, the functions of ``vector.py`` that inline them, and every function that froze a
 constant imported from another module (``curves.LOSS_FLOOR``, …), would keep running the old machine code.
-:func:`guard` runs before anything is compiled (``core_env.dynamics`` calls it on import): it hashes every
+:func:`guard` runs before anything is compiled (``core_env.jit`` calls it on import, before any compiled module): it hashes every
 source the compiled code is built from (:data:`SOURCES`: the compiled modules and the core_env modules they
 import) and, when the digest differs from the one stamped beside the cache, deletes the cached machine code
 of the compiled modules (``*.nbi``/``*.nbc``) and stamps the new digest, so the next call recompiles.
@@ -17,10 +17,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
 #: Modules with ``@njit(cache=True)`` functions.
-COMPILED = ("dynamics", "features", "vector")
+COMPILED = ("rules", "dynamics", "features", "vector")
 #: Every source file the compiled code depends on, relative to the package: the compiled modules and the
 #: core_env modules they import (a test checks the list against their imports).
-SOURCES = (*(f"{name}.py" for name in COMPILED), "curves/__init__.py", "curves/bank.py",  # LOSS_FLOOR lives in bank.py
+SOURCES = (*(f"{name}.py" for name in COMPILED), "jit.py", "state.py", "curves/__init__.py", "curves/bank.py",  # LOSS_FLOOR lives in bank.py
            "config.py", "sim.py", "workload.py")
 STAMP = "compiled_rules.sha256"
 

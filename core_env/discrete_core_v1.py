@@ -16,9 +16,13 @@ trained. Each node trains at most one task per step and no task runs on two node
 objective is the fraction of arrived tasks that complete.
 
 All views (PettingZoo, Gymnasium, and the vector env of B environments) run on one `EnvBatch`
-(`core_env/vector.py`): the rules of a step are written once, as loops compiled by numba
-(`core_env/dynamics.py`), on the state the simulator owns (`core_env/sim.py`); randomness comes only
-from the seeded workload generator, `core_env/workload.py`.
+(`core_env/vector.py`): the rules of a step are written once, top to bottom in the order of "A step"
+below, as small functions compiled by numba (`core_env/rules.py`), on a state whose tables and fields
+are declared once by name (`core_env/state.py`) and owned by the simulator (`core_env/sim.py`); the
+engine that runs the rules over B environments writes no rule (`core_env/dynamics.py`). Where a served
+task's loss comes from is one seam (`core_env/task_source.py`): the curve bank by default, or any
+`TaskSource` passed to `Simulator.step`. Randomness comes only from the seeded workload generator,
+`core_env/workload.py`.
 
 ## Example
 
@@ -48,7 +52,8 @@ the two identical).
    With switching cost `c`, a task served by a different node than at its previous service, or resumed
    after a step without service, loses the first `c` fraction of that step's batches (its first service
    is not a switch). Fractional batches accumulate exactly. The task reports one loss: the mean of its
-   hidden curve over the newly trained batches (an interval average). Past the end of its recorded
+   hidden curve over the newly trained batches (an interval average; see Task sources for other
+   sources of the report). Past the end of its recorded
    curve the loss stays at the mean of the curve's last window (a plateau).
 3. **Completion.** A served task whose reported loss is ≤ its target completes: +1 team reward, slot freed.
 4. **Deadline.** A task still active when t + 1 reaches its deadline fails and leaves.
@@ -446,12 +451,15 @@ The numbers are the per-node observation's: node n of env b observes
 the slot table (16.8 MB per env); the compact one writes it once (66 KB).
 `core_env.observation.ParsedObservation.from_parts(nodes, global_, slots)` reads it by name.
 
-**The compiled step.** The rules of "A step" are written once, as plain loops in
-`core_env/dynamics.py` that numba compiles (`cache=True`: the first process compiles them, ~18 s
-here, and writes the cache next to the module; later processes load it in ~2 s (the whole import)). The state is a
-struct of arrays packed in three arenas (int64, float64, bool), so a compiled call takes a handful of
-arguments. The rules applied to each environment (`serve`, `expire`, `admit_arrivals`, ..., the
-observation rows) are inlined into the loop over environments (`inline="always"`), and that loop is
+**The compiled step.** The rules of "A step" are written once, as small functions in
+`core_env/rules.py` (`choose`, `plan_service`, the task source's `curve_report`, `record_reports`,
+`complete`, `expire`, `admit_arrivals`, `update_done`, `team_reward`) that numba compiles (`cache=True`:
+the first process compiles them, ~18 s here, and writes the cache next to the modules; later processes
+load it in ~2 s (the whole import)). They read every field by name: the tables' columns and rows are
+`IntEnum`s declared once in `core_env/state.py` (numba compiles a member to its constant), and the arrays
+come as a named tuple (`state.Arrays`). The state is a struct of arrays packed in three arenas (int64,
+float64, bool), so a compiled call takes a handful of arguments. The rules applied to each environment
+(and the observation rows) are inlined into the loop over environments (`inline="always"`), and that loop is
 compiled without numba's reference counting (`_nrt=False`: it allocates nothing and every array it
 indexes is owned by its caller): a compiled call with array arguments otherwise increments and decrements
 each array's reference count with atomic instructions, which cost a third of a B = 256 step when each rule
@@ -462,6 +470,15 @@ the whole step). Numba keys its cache on each function's own source file, which 
 source the compiled code is built from and drops it when any of them changes (the next import recompiles). The compiled code uses no operation whose result depends on a SIMD path (the dynamics:
 additions, products, divisions and comparisons in a fixed order), so trajectories are the same on every
 x86-64 CPU; observations take logarithms from the C library (within an ulp across CPUs).
+
+**Task sources.** Rule 2's report is the one input the rules take from outside: by default the task's
+learning curve in the curve bank, inside the compiled step. `Simulator.step(actions, source=S)` takes the
+reports from any object with `report(sim, served) -> losses` (`core_env.task_source.TaskSource`;
+`served` names each serving node's env, slot, task, batches and prior progress): the step then runs in
+two compiled halves around `S.report` with the same rule functions, so a live source (real training
+runs) needs no second copy of the rules. `CurveSource` is the curve bank behind this seam, and gives
+the compiled step's episodes bit for bit (tests/test_task_source.py); a source that raises, or reports a
+non-finite loss, leaves the state as it was before the step.
 
 **Performance**: `python -m benchmarks perf` measures every view's env-steps/s, their ratios to a minimal
 ParallelEnv that only builds the same dicts (paired round by round; targets: PettingZoo ≥ 0.5×, the batched

@@ -30,11 +30,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numba import njit
-
-from core_env import dynamics as _d
-from core_env.dynamics import inlined, unowned
+from core_env import dynamics
 from core_env.curves import LOSS_FLOOR
+from core_env.jit import compiled, inlined, unowned
+from core_env.state import EnvRow, SlotFlag, SlotFloat, SlotInt
 
 if TYPE_CHECKING:
     from core_env.sim import Simulator
@@ -90,12 +89,12 @@ def _bounded(value):
 
 
 @inlined
-def shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, history, recent, H, out):
+def shared_row(b, t, arrival_steps, n_active, ints, floats, slot_flags, choices, history, recent, H, out):
     """Env b's global features and slot table into ``out`` (3 + K·F, any float dtype), clipped. The last H
     log losses come from the simulator's ``recent`` ring when H fits it, else from the full ``history``."""
     K = slot_flags.shape[2]
     F = SLOT_BASE + H + 1
-    T = horizon[b]
+    T = float(arrival_steps[b])
     now = t[b]
     out[0] = _bounded(now / T)
     out[1] = _bounded(max(T - now, 0.0) / T)
@@ -107,11 +106,11 @@ def shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, histo
             continue
         row = GLOBAL_FEATURES + k * F
         i = b * K + k
-        steps = ints[i, _d.STEPS]
-        log_target = floats[i, _d.LOG_TARGET]
+        steps = ints[i, SlotInt.STEPS]
+        log_target = floats[i, SlotFloat.LOG_TARGET]
         out[row + PRESENT] = 1.0
-        out[row + AGE] = _bounded((now - ints[i, _d.ARRIVAL]) / TIME_SCALE)
-        out[row + STEPS_TO_DEADLINE] = _bounded((ints[i, _d.DEADLINE] - now) / TIME_SCALE)
+        out[row + AGE] = _bounded((now - ints[i, SlotInt.ARRIVAL]) / TIME_SCALE)
+        out[row + STEPS_TO_DEADLINE] = _bounded((ints[i, SlotInt.DEADLINE] - now) / TIME_SCALE)
         out[row + NODE_STEPS] = _bounded(steps / TIME_SCALE)
         # log losses need no clipping: losses are floored at LOSS_FLOOR and float64, so |log| < 710 < OBS_BOUND
         out[row + LOG_TARGET] = log_target
@@ -127,16 +126,16 @@ def shared_row(b, t, horizon, n_active, ints, floats, slot_flags, choices, histo
         else:
             for j in range(known):
                 out[start + j] = np.log(max(history[b, k, steps - 1 - j], LOSS_FLOOR))
-        if slot_flags[_d.SERVED_LAST, b, k]:
+        if slot_flags[SlotFlag.SERVED_LAST, b, k]:
             out[row + F - 1] = 1.0
 
 
 @inlined
 def env_shared(b, a, H, out):
-    """:func:`shared_row` of env b from the state's arrays ``a`` (:func:`core_env.dynamics.arrays_of`)."""
-    env = a[_d.A_ENV]
-    shared_row(b, env[_d.T], a[_d.A_HORIZON], env[_d.N_ACTIVE], a[_d.A_INTS], a[_d.A_FLOATS], a[_d.A_SLOT_FLAGS], a[_d.A_CHOICES],
-               a[_d.A_HISTORY], a[_d.A_RECENT], H, out)
+    """:func:`shared_row` of env b from the state's arrays ``a`` (core_env.state.Arrays)."""
+    env = a.env
+    shared_row(b, env[EnvRow.T], env[EnvRow.ARRIVAL_STEPS], env[EnvRow.N_ACTIVE], a.ints, a.floats, a.slot_flags, a.choices, a.history,
+               a.recent, H, out)
 
 
 @inlined
@@ -172,16 +171,16 @@ def observe_env(b, a, H, obs, mask, scratch):
     for n in range(N):
         for j in range(D - NODE_FEATURES):
             obs[b, n, NODE_FEATURES + j] = scratch[j]
-    node_rows(b, a[_d.A_SERVED].shape[1], a[_d.A_SPEEDS], a[_d.A_NODE_SLOT], obs)
-    mask_rows(b, a[_d.A_CHOICES], mask)
+    node_rows(b, a.served.shape[1], a.speeds, a.node_slot, obs)
+    mask_rows(b, a.choices, mask)
 
 
 @inlined
 def compact_env(b, a, H, nodes, shared, mask):
     """Env b's compact observation: its nodes' own features, its shared part once, its masks."""
     env_shared(b, a, H, shared[b])
-    node_rows(b, a[_d.A_SERVED].shape[1], a[_d.A_SPEEDS], a[_d.A_NODE_SLOT], nodes)
-    mask_rows(b, a[_d.A_CHOICES], mask)
+    node_rows(b, a.served.shape[1], a.speeds, a.node_slot, nodes)
+    mask_rows(b, a.choices, mask)
 
 
 @unowned
@@ -219,23 +218,23 @@ def fill_compact(a, H, nodes, shared, mask):
         compact_env(b, a, H, nodes, shared, mask)
 
 
-@njit(cache=True, error_model="numpy")
+@compiled
 def shared_of(s, H, out):
     """:func:`fill_shared` from a simulator's :class:`core_env.dynamics.State`."""
-    fill_shared(_d.arrays_of(s), H, out)
+    fill_shared(dynamics.arrays_of(s), H, out)
 
 
-@njit(cache=True, error_model="numpy")
+@compiled
 def observations_of(s, H, obs, mask):
     """:func:`fill_observations` from a simulator's :class:`core_env.dynamics.State`."""
-    fill_observations(_d.arrays_of(s), H, obs, mask, np.empty(obs.shape[2] - NODE_FEATURES, obs.dtype))
+    fill_observations(dynamics.arrays_of(s), H, obs, mask, np.empty(obs.shape[2] - NODE_FEATURES, obs.dtype))
 
 
-@njit(cache=True, error_model="numpy")
+@compiled
 def compact_of(s, H, nodes, shared, mask):
     """The compact observation from a :class:`core_env.dynamics.State`: every node's own features (B, N, 3),
     the shared part once per env (B, 3 + K·F) and the masks (B, N, K + 1)."""
-    fill_compact(_d.arrays_of(s), H, nodes, shared, mask)
+    fill_compact(dynamics.arrays_of(s), H, nodes, shared, mask)
 
 
 def compact(sim: Simulator, history: int) -> dict[str, np.ndarray]:

@@ -12,7 +12,7 @@ in progress: its return is completions + Φ(s_T), the potential still held by th
 always equals ``completed`` + ``potential`` (up to float rounding). A failing task gives its progress
 back when it leaves; a completing one is refunded by +1.
 
-Computed once, inside the compiled step (:func:`core_env.dynamics.step_and_reward`): φ_k is kept per slot
+Computed once, inside the compiled step, by :func:`core_env.rules.team_reward` (rule 7): φ_k is kept per slot
 (``phi``, updated when the slot reports, with log(l0 / eps) fixed at its first report), Φ per environment
 (``Simulator.potential``) and the step's team reward in ``Simulator.reward``.
 """

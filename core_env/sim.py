@@ -33,7 +33,9 @@ import numpy as np
 
 from core_env import dynamics
 from core_env.config import EnvConfig
-from core_env.dynamics import FLOAT_FIELDS, INT_FIELDS, NEVER, STATS
+from core_env.state import (EMPTY_FLOATS, EMPTY_INTS, EPISODE_KEYS, INFO_ROWS, NEVER, OUTCOME, STATS, Arrays, EnvFlag, EnvRow, NodeFlag, Outcome, ParamFloat,
+                            ParamInt, SlotFlag, SlotFloat, SlotInt, completion_rate, empty_row, node_utilization)
+from core_env.task_source import TaskSource, reports_of
 from core_env.workload import Workload
 
 
@@ -56,9 +58,10 @@ class StepOutcome:
 
     ``completed``, ``failed``, ``rejected`` (B,) int64 tasks completed, failed at their deadline and
     rejected (all slots full) this step; ``conflicts`` (B, N) bool node lost its choice to a lower-index
-    node; ``invalid`` (B, N) bool node chose an empty slot; ``served`` (B, K) bool slot was served this
-    step; ``reported`` (B, K) float64 loss reported by each served slot (0 where not served);
-    ``terminated``, ``truncated`` (B,) bool. The arrays are views of one copy per dtype, made at the step.
+    node; ``invalid`` (B, N) bool node chose an empty slot; ``switched`` (B, N) bool node's service was a
+    switch; ``served`` (B, K) bool slot was served this step; ``reported`` (B, K) float64 loss reported by
+    each served slot (0 where not served); ``terminated``, ``truncated`` (B,) bool. The arrays are views of
+    one copy per dtype (the end of each arena of :data:`core_env.state.ARRAYS`), made at the step.
     """
 
     __slots__ = ("_counts", "_flags", "_reported", "_ends", "_shape")
@@ -66,22 +69,29 @@ class StepOutcome:
     def __init__(self, counts: np.ndarray, flags: np.ndarray, reported: np.ndarray, ends: np.ndarray, shape: tuple[int, int, int]) -> None:
         self._counts, self._flags, self._reported, self._ends, self._shape = counts, flags, reported, ends, shape
 
-    completed = property(lambda self: self._counts[: self._shape[0]])
-    failed = property(lambda self: self._counts[self._shape[0] : 2 * self._shape[0]])
-    rejected = property(lambda self: self._counts[2 * self._shape[0] :])
-    conflicts = property(lambda self: self._flags[: self._shape[0] * self._shape[1]].reshape(self._shape[:2]))
-    invalid = property(lambda self: self._flags[self._shape[0] * self._shape[1] : 2 * self._shape[0] * self._shape[1]].reshape(self._shape[:2]))
-    served = property(lambda self: self._flags[2 * self._shape[0] * self._shape[1] :].reshape(self._shape[0], self._shape[2]))
-    reported = property(lambda self: self._reported.reshape(self._shape[0], self._shape[2]))
-    terminated = property(lambda self: self._ends[0])
-    truncated = property(lambda self: self._ends[1])
+    def _node_plane(self, plane: NodeFlag) -> np.ndarray:
+        B, N, _ = self._shape
+        return self._flags[plane * B * N : (plane + 1) * B * N].reshape(B, N)
+
+    completed = property(lambda self: self._counts[Outcome.COMPLETED * self._shape[0] : (Outcome.COMPLETED + 1) * self._shape[0]])
+    failed = property(lambda self: self._counts[Outcome.FAILED * self._shape[0] : (Outcome.FAILED + 1) * self._shape[0]])
+    rejected = property(lambda self: self._counts[Outcome.REJECTED * self._shape[0] : (Outcome.REJECTED + 1) * self._shape[0]])
+    conflicts = property(lambda self: self._node_plane(NodeFlag.CONFLICT))
+    invalid = property(lambda self: self._node_plane(NodeFlag.INVALID))
+    switched = property(lambda self: self._node_plane(NodeFlag.SWITCHED))
+    served = property(lambda self: self._flags[len(NodeFlag) * self._shape[0] * self._shape[1] :].reshape(self._shape[0], self._shape[2]))
+    reported = property(lambda self: self._reported[: self._shape[0] * self._shape[2]].reshape(self._shape[0], self._shape[2]))
+    terminated = property(lambda self: self._ends[EnvFlag.TERMINATED - 1])
+    truncated = property(lambda self: self._ends[EnvFlag.TRUNCATED - 1])
 
 
 _INT64 = np.dtype(np.int64)
-_STATS_AND_CLOCK = dynamics.N_ACTIVE + 1  # the rows of _env that statistics_of reads: STATS, t, …, n_active
-#: What an empty slot holds (the slots at reset, in the order of INT_FIELDS and FLOAT_FIELDS).
-_EMPTY_INT = (-1, 0, 0, 0, 0, 1, NEVER, 0, -1)
-_EMPTY_FLOAT = (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+_DTYPES = {"i": np.int64, "f": np.float64, "b": np.bool_}
+_EMPTY_INT, _EMPTY_FLOAT = empty_row(SlotInt, EMPTY_INTS), empty_row(SlotFloat, EMPTY_FLOATS)
+#: The env table's row of every episode statistic read as it is (the others are rates of them).
+_EPISODE_ROWS = {key: EnvRow.N_ACTIVE if key == "active" else EnvRow[key.upper()] for key in EPISODE_KEYS if not key.endswith(("_rate", "utilization"))}
+#: A per-task row before its task is written (the row after the last task is a sentinel that never arrives).
+_TASK_ROW = empty_row(SlotInt, {SlotInt.ARRIVAL: NEVER, SlotInt.LENGTH: 1, SlotInt.LAST_NODE: -1})
 
 
 def _window(workload: Workload) -> int:
@@ -89,36 +99,102 @@ def _window(workload: Workload) -> int:
     return int(workload.window.max()) if len(workload) else 1
 
 
-class Simulator:
-    """Batched simulator state (struct of arrays), stepped by the compiled rules of :mod:`core_env.dynamics`.
+class _View:
+    """A named read-only-for-users view of the state's arrays, declared on :class:`Simulator` and made
+    once per allocation (kept in the instance's ``__dict__`` until the arrays are laid out again)."""
 
-    Arrays are public for read-only use by views, observers and agents. Slot fields (INT_FIELDS and
-    FLOAT_FIELDS of :mod:`core_env.dynamics`) are (B, K) attributes: ``task`` (workload index, -1 when
-    empty), ``arrival``, ``deadline``, ``curve``, ``steps`` (node-steps received), ``last_node``;
-    ``target``, ``batches_per_step``, ``demand`` (hidden nominal demand from the task's start: oracles
-    only), ``progress`` (batches trained), ``last_loss``, ``first_loss``, ``log_target`` (log of the target floored
-at LOSS_FLOOR), ``phi`` (the shaped reward's log-progress φ, :mod:`core_env.reward`); ``flat[name]`` is the (B·K,)
-    view of field ``name``. They are the columns of one (B·K, ·) table per dtype, so that admitting a
-    task is one row copy from a per-task table. ``has_report[b, k]``: active and has reported a loss;
-    ``served_last``: served in the last step. ``history[b, k, j]`` is the loss the slot's task reported
-at its (j + 1)-th service; ``recent[b, k, j]`` is the log (floored at LOSS_FLOOR) of its (j + 1)-th latest
-report, for the configured H (the observation's loss history; only the first ``steps`` entries count). Node arrays are (B, N): ``node_slot`` (the slot each node
-    served last step, -1 idle). ``action_choices`` (B, K + 1) says which actions choose a task (column
+    def __init__(self, make, doc: str) -> None:
+        self.make, self.__doc__ = make, doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, sim: Simulator | None, owner: type | None = None):
+        if sim is None:
+            return self
+        view = sim.__dict__[self.name] = self.make(sim)
+        return view
+
+
+def _slot_int(field: SlotInt, doc: str) -> _View:
+    return _View(lambda sim: sim.arrays.ints[:, field].reshape(sim.B, sim.K), f"(B, K) {doc}")
+
+
+def _slot_float(field: SlotFloat, doc: str) -> _View:
+    return _View(lambda sim: sim.arrays.floats[:, field].reshape(sim.B, sim.K), f"(B, K) {doc}")
+
+
+def _env_row(row: EnvRow, doc: str) -> _View:
+    return _View(lambda sim: sim.arrays.env[row], f"(B,) {doc}")
+
+
+class Simulator:
+    """Batched simulator state (struct of arrays), stepped by the compiled rules of :mod:`core_env.rules`.
+
+    The arrays (:data:`core_env.state.ARRAYS`, as the named tuple ``arrays``) are public for read-only use
+    by views, observers and agents; the named views below read them. Slot fields are (B, K): ``task``
+    (workload index, -1 when empty), ``arrival``, ``deadline``, ``curve``, ``steps`` (node-steps received),
+    ``last_node``; ``target``, ``batches_per_step``, ``demand`` (hidden nominal demand from the task's
+    start: oracles only), ``progress`` (batches trained), ``last_loss``, ``first_loss``, ``log_target`` (log
+    of the target floored at LOSS_FLOOR), ``phi`` (the shaped reward's log-progress φ, :mod:`core_env.reward`).
+    ``has_report[b, k]``: active and has reported a loss; ``served_last``: served in the last step.
+    ``history[b, k, j]`` is the loss the slot's task reported at its (j + 1)-th service; ``recent[b, k, j]``
+    is the log (floored at LOSS_FLOOR) of its (j + 1)-th latest report, for the configured H (the
+    observation's loss history; only the first ``steps`` entries count). ``node_slot`` (B, N): the slot each
+    node served last step (-1 idle). ``action_choices`` (B, K + 1) says which actions choose a task (column
     0, idle, is always True); ``active`` is its view without column 0. Per environment: ``t``, ``done``,
-    ``terminated``, ``truncated``, ``next_task``, ``n_active`` and ``stats`` (name -> (B,) counts).
+    ``terminated``, ``truncated``, ``next_task``, ``n_active``, ``n_tasks``, ``arrival_steps`` and ``stats``
+    (name -> (B,) counts).
 
     The simulator imports no observation or reward code: views read its arrays after each step.
     """
+
+    task = _slot_int(SlotInt.TASK, "workload index of each slot's task, -1 when empty")
+    arrival = _slot_int(SlotInt.ARRIVAL, "arrival step")
+    deadline = _slot_int(SlotInt.DEADLINE, "deadline step")
+    curve = _slot_int(SlotInt.CURVE, "learning curve's index in the bank")
+    steps = _slot_int(SlotInt.STEPS, "node-steps received")
+    last_node = _slot_int(SlotInt.LAST_NODE, "node that served it last, -1 before")
+    target = _slot_float(SlotFloat.TARGET, "target loss")
+    batches_per_step = _slot_float(SlotFloat.BATCHES_PER_STEP, "batches one node-step trains at speed 1")
+    demand = _slot_float(SlotFloat.DEMAND, "hidden nominal demand from the task's start (oracles only)")
+    progress = _slot_float(SlotFloat.PROGRESS, "batches trained")
+    last_loss = _slot_float(SlotFloat.LAST_LOSS, "latest reported loss")
+    first_loss = _slot_float(SlotFloat.FIRST_LOSS, "first reported loss")
+    log_target = _slot_float(SlotFloat.LOG_TARGET, "log of the target floored at LOSS_FLOOR")
+    phi = _slot_float(SlotFloat.PHI, "log-progress φ of the latest report")
+    t = _env_row(EnvRow.T, "step counter")
+    next_task = _env_row(EnvRow.NEXT_TASK, "workload index of the next task to arrive")
+    n_active = _env_row(EnvRow.N_ACTIVE, "slots holding a task")
+    n_tasks = _env_row(EnvRow.N_TASKS, "tasks in the episode's workload")
+    arrival_steps = _env_row(EnvRow.ARRIVAL_STEPS, "the arrival window")
+    done = _View(lambda sim: sim.arrays.flags[EnvFlag.DONE], "(B,) the episode has ended")
+    terminated = _View(lambda sim: sim.arrays.flags[EnvFlag.TERMINATED], "(B,) it ended with nothing left to do")
+    truncated = _View(lambda sim: sim.arrays.flags[EnvFlag.TRUNCATED], "(B,) it was cut at max_cycles")
+    served_last = _View(lambda sim: sim.arrays.slot_flags[SlotFlag.SERVED_LAST], "(B, K) served in the last step")
+    has_report = _View(lambda sim: sim.arrays.slot_flags[SlotFlag.HAS_REPORT], "(B, K) active and has reported a loss")
+    history = _View(lambda sim: sim.arrays.history, "(B, K, W) every loss each slot's task reported")
+    recent = _View(lambda sim: sim.arrays.recent, "(B, K, H) its last H log losses, most recent first")
+    node_slot = _View(lambda sim: sim.arrays.node_slot, "(B, N) slot each node served last step, -1 idle")
+    action_choices = _View(lambda sim: sim.arrays.choices, "(B, K + 1) actions that choose a task")
+    active = _View(lambda sim: sim.arrays.choices[:, 1:], "(B, K) slot holds a task")
+    potential = _View(lambda sim: sim.arrays.potential, "(B,) Φ of the state (0 with reward='sparse')")
+    reward = _View(lambda sim: sim.arrays.reward, "(B,) the last step's team reward")
+    stats = _View(lambda sim: {name: sim.arrays.env[row] for row, name in enumerate(STATS)}, "statistic name -> (B,) counts")
 
     def __init__(self, config: EnvConfig, batch_size: int = 1) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.config = config
         self.B, self.N, self.K = int(batch_size), config.n_nodes, config.n_slots
-        self.speeds = np.ascontiguousarray(config.speeds, dtype=np.float64)
         self._action_shape = (self.B, self.N)
         self._shape = (self.B, self.N, self.K)
         self.workloads: list[Workload] = []
+
+    @property
+    def speeds(self) -> np.ndarray:
+        """(N,) node speeds."""
+        return self.arrays.speeds if "arrays" in self.__dict__ else np.asarray(self.config.speeds, np.float64)
 
     # ------------------------------------------------------------------ reset
     def reset(self, workloads: Sequence[Workload]) -> None:
@@ -156,50 +232,38 @@ report, for the configured H (the observation's loss history; only the first ``s
 
     def _allocate(self, max_tasks: int, max_window: int) -> None:
         """Arrays for B environments of up to ``max_tasks`` tasks whose windows are at most ``max_window``,
-        laid out in three arenas (:data:`core_env.dynamics.STATE`)."""
+        laid out in three arenas (:data:`core_env.state.ARRAYS`)."""
         B, K, N = self.B, self.K, self.N
         self._task_stride = m = max(1, max_tasks) + 1  # per env: its tasks, then a sentinel that never arrives
-        self.max_history = H = max(1, max_window)  # a task is served at most once per step of its window
-        self._outcome_from: dict[str, int] = {}
-        shapes = {"_ints": (B * K, len(INT_FIELDS)), "_env": (len(STATS) + len(dynamics.ENV_FIELDS), B), "node_slot": (B, N),
-                  "_task_ints": (B * m, len(INT_FIELDS)), "_params_i": (3,), "_counts": (3, B), "_floats": (B * K, len(FLOAT_FIELDS)),
-                  "_task_floats": (B * m, len(FLOAT_FIELDS)), "history": (B, K, H), "recent": (B, K, self.config.history), "speeds": (N,),
-                  "horizon": (B,), "potential": (B,), "_params_f": (2,), "reward": (B,), "_reported": (B, K), "_slot_flags": (2, B, K),
-                  "action_choices": (B, K + 1), "_flags": (3, B), "_nodes": (2, B, N), "_served": (B, K)}
-        dtypes = {"i": np.int64, "f": np.float64, "b": np.bool_}
-        sizes = {arena: sum(int(np.prod(shapes[name])) for name, a in dynamics.STATE if a == arena) for arena in dtypes}
-        self._arenas = {arena: np.zeros(size, dtypes[arena]) for arena, size in sizes.items()}
+        self.max_history = W = max(1, max_window)  # a task is served at most once per step of its window
+        shapes = {"ints": (B * K, len(SlotInt)), "env": (len(EnvRow), B), "node_slot": (B, N), "task_ints": (B * m, len(SlotInt)),
+                  "params_i": (len(ParamInt),), "chosen": (B, N), "counts": (len(Outcome), B), "floats": (B * K, len(SlotFloat)),
+                  "task_floats": (B * m, len(SlotFloat)), "history": (B, K, W), "recent": (B, K, self.config.history), "speeds": (N,),
+                  "potential": (B,), "params_f": (len(ParamFloat),), "reward": (B,), "batches": (B, N), "reported": (B, K),
+                  "slot_flags": (len(SlotFlag), B, K), "choices": (B, K + 1), "flags": (len(EnvFlag), B), "nodes": (len(NodeFlag), B, N),
+                  "served": (B, K)}
+        layout = dynamics.array_layout(shapes)
+        sizes: dict[str, int] = {}
+        for arena, offset, shape in layout.values():
+            sizes[arena] = max(sizes.get(arena, 0), offset + int(np.prod(shape)))
+        self._arenas = {arena: np.zeros(size, _DTYPES[arena]) for arena, size in sizes.items()}
         self._i64, self._f64, self._b8 = self._arenas["i"], self._arenas["f"], self._arenas["b"]
-        used = dict.fromkeys(dtypes, 0)
-        for name, arena in dynamics.STATE:
-            size = int(np.prod(shapes[name]))
-            setattr(self, name, self._arenas[arena][used[arena] : used[arena] + size].reshape(shapes[name]))
-            if name in ("_counts", "_reported", "_nodes"):  # the step's outcome: the rest of each arena, copied out at once
-                self._outcome_from[arena] = used[arena]
-            used[arena] += size
-        self._state = dynamics.State(*(getattr(self, name) for name, _ in dynamics.STATE), self.bank.cum, self.bank.slope)
-        self.speeds[:] = self.config.speeds
+        views = {name: self._arenas[arena][offset : offset + int(np.prod(shape))].reshape(shape) for name, (arena, offset, shape) in layout.items()}
+        # the step's outcome: the rest of each arena from its first outcome array on, copied out at once
+        self._outcome_from = {layout[name][0]: layout[name][1] for name in OUTCOME}
+        for name in [name for name, value in vars(type(self)).items() if isinstance(value, _View)]:
+            self.__dict__.pop(name, None)  # the named views are made again over the new arrays
+        self.arrays = Arrays(**views, cum=self.bank.cum, slope=self.bank.slope)
+        self._state = dynamics.State(*self.arrays)
+        pair = slice(NodeFlag.CONFLICT, NodeFlag.INVALID + 1)  # conflict and invalid planes are adjacent
+        self._node_flags = [self.arrays.nodes[pair, b].view(np.int8) for b in range(B)]
+        self.arrays.speeds[:] = self.config.speeds
         self._write_params()
-        self.n_tasks = np.zeros(B, np.int64)
-        self.arrival_steps = np.zeros(B, np.int64)
-        for name in dynamics.ENV_FIELDS:
-            setattr(self, name if name in ("t", "next_task", "n_active") else "_" + name, self._env[getattr(dynamics, name.upper())])
-        self.done, self.terminated, self.truncated = self._flags
-        self.stats = {name: self._env[i] for i, name in enumerate(STATS)}
-        self.active = self.action_choices[:, 1:]  # (B, K) view
-        self.flat = {}  # name -> flat (B·K,) view (read-only for users, like the (B, K) arrays)
-        for table, names in ((self._ints, INT_FIELDS), (self._floats, FLOAT_FIELDS)):
-            for j, name in enumerate(names):
-                self.flat[name] = table[:, j]
-                setattr(self, name, table[:, j].reshape(B, K))
-        self.served_last, self.has_report = self._slot_flags
-        self.flat["served_last"] = self.served_last.reshape(-1)
-        self.flat["has_report"] = self.has_report.reshape(-1)
 
     def _write_params(self) -> None:
-        config = self._config
-        self._params_i[:] = (int(config.strict), config.max_cycles, int(config.reward == "shaped"))
-        self._params_f[:] = (config.switch_cost, config.kappa)
+        config, a = self._config, self.arrays
+        a.params_i[ParamInt.STRICT], a.params_i[ParamInt.MAX_CYCLES], a.params_i[ParamInt.SHAPED] = int(config.strict), config.max_cycles, int(config.reward == "shaped")
+        a.params_f[ParamFloat.SWITCH_COST], a.params_f[ParamFloat.KAPPA] = config.switch_cost, config.kappa
 
     @property
     def config(self) -> EnvConfig:
@@ -209,61 +273,63 @@ report, for the configured H (the observation's loss history; only the first ``s
     def config(self, value: EnvConfig) -> None:
         """A new configuration of the same shape (e.g. another ``max_cycles``) takes effect at the next step."""
         self._config = value
-        if hasattr(self, "_params_i"):
+        if "arrays" in self.__dict__:
             self._write_params()
 
     def _grow(self, max_tasks: int, max_window: int) -> None:
         """Re-allocate for larger workloads, keeping every environment's state."""
-        kept = ("recent", "n_tasks", "arrival_steps", "horizon", "potential", "_env", "_flags", "action_choices", "_ints", "_floats", "_slot_flags", "node_slot")
-        old = {name: getattr(self, name) for name in ("_task_ints", "_task_floats", "_task_stride", "history") + kept}
+        kept = ("recent", "potential", "env", "flags", "choices", "ints", "floats", "slot_flags", "node_slot")
+        old, m = self.arrays, self._task_stride
         self._allocate(int(max_tasks * 1.5) + 1, max(max_window, int(self.max_history * 1.5)))
         for name in kept:
-            getattr(self, name)[...] = old[name]
-        self.history[:, :, : old["history"].shape[2]] = old["history"]
-        m, s = old["_task_stride"], self._task_stride
+            getattr(self.arrays, name)[...] = getattr(old, name)
+        self.arrays.history[:, :, : old.history.shape[2]] = old.history
+        s = self._task_stride
         for b in range(self.B):
-            self._task_ints[b * s : b * s + m] = old["_task_ints"][b * m : (b + 1) * m]
-            self._task_floats[b * s : b * s + m] = old["_task_floats"][b * m : (b + 1) * m]
-        self._task_base[:] = np.arange(self.B) * s
+            self.arrays.task_ints[b * s : b * s + m] = old.task_ints[b * m : (b + 1) * m]
+            self.arrays.task_floats[b * s : b * s + m] = old.task_floats[b * m : (b + 1) * m]
+        self.arrays.env[EnvRow.TASK_BASE] = np.arange(self.B) * s
 
     def _start(self, b: int, workload: Workload) -> None:
         """Load ``workload`` into environment b's rows and admit its tasks of t = 0."""
-        K, m, bank = self.K, self._task_stride, self.bank
+        K, m, bank, a = self.K, self._task_stride, self.bank, self.arrays
         rows = slice(b * m, (b + 1) * m)
-        ints, floats = self._task_ints[rows], self._task_floats[rows]
-        ints[:] = (0, NEVER, 0, 0, 0, 1, 0, 0, -1)
-        ints[:, dynamics.TASK] = np.arange(m)
+        ints, floats = a.task_ints[rows], a.task_floats[rows]
+        ints[:] = _TASK_ROW
+        ints[:, SlotInt.TASK] = np.arange(m)
         floats[:] = _EMPTY_FLOAT
         n = len(workload)
         curve = np.asarray(workload.curve, np.int64)
-        for column, values in ((dynamics.ARRIVAL, workload.arrival), (dynamics.DEADLINE, workload.deadline), (dynamics.EXPIRY, workload.deadline),
-                               (dynamics.CURVE, curve), (dynamics.CUM_START, bank.cum_start[curve]), (dynamics.LENGTH, bank.lengths[curve])):
+        for column, values in ((SlotInt.ARRIVAL, workload.arrival), (SlotInt.DEADLINE, workload.deadline), (SlotInt.EXPIRY, workload.deadline),
+                               (SlotInt.CURVE, curve), (SlotInt.CUM_START, bank.cum_start[curve]), (SlotInt.LENGTH, bank.lengths[curve])):
             ints[:n, column] = values
-        for column, values in ((dynamics.TARGET, workload.target), (dynamics.BATCHES, workload.batches_per_step), (dynamics.DEMAND, workload.demand)):
+        for column, values in ((SlotFloat.TARGET, workload.target), (SlotFloat.BATCHES_PER_STEP, workload.batches_per_step),
+                               (SlotFloat.DEMAND, workload.demand)):
             floats[:n, column] = values
         slots = slice(b * K, (b + 1) * K)
-        self._ints[slots] = _EMPTY_INT
-        self._floats[slots] = _EMPTY_FLOAT
-        self._slot_flags[:, b] = False
-        self.action_choices[b] = False
-        self.action_choices[b, 0] = True
-        self.history[b] = 0.0
-        self.recent[b] = 0.0
-        self.node_slot[b] = -1
-        self._env[:, b] = 0
-        self._flags[:, b] = False
-        self.n_tasks[b] = self._n_tasks[b] = n
-        self.arrival_steps[b] = self._arrival_steps[b] = workload.arrival_steps
-        self.horizon[b] = float(workload.arrival_steps)
-        self.potential[b] = 0.0  # no task has reported at the start
-        self.reward[b] = 0.0  # and env b's entries of the last outcome read as "nothing happened"
-        self._counts[:, b] = 0
-        self._nodes[:, b] = False
-        self._served[b] = False
-        self._reported[b] = 0.0
-        self._next_expiry[b] = NEVER
-        self._task_base[b] = b * m
-        dynamics.reset_state(b, self._state)
+        a.ints[slots] = _EMPTY_INT
+        a.floats[slots] = _EMPTY_FLOAT
+        a.slot_flags[:, b] = False
+        a.choices[b] = False
+        a.choices[b, 0] = True
+        a.history[b] = 0.0
+        a.recent[b] = 0.0
+        a.node_slot[b] = -1
+        a.env[:, b] = 0
+        a.flags[:, b] = False
+        a.env[EnvRow.N_TASKS, b] = n
+        a.env[EnvRow.ARRIVAL_STEPS, b] = workload.arrival_steps
+        a.potential[b] = 0.0  # no task has reported at the start
+        a.reward[b] = 0.0  # and env b's entries of the last outcome read as "nothing happened"
+        a.counts[:, b] = 0
+        a.nodes[:, b] = False
+        a.served[b] = False
+        a.reported[b] = 0.0
+        a.chosen[b] = -1
+        a.batches[b] = 0.0
+        a.env[EnvRow.NEXT_EXPIRY, b] = NEVER
+        a.env[EnvRow.TASK_BASE, b] = b * m
+        dynamics.reset_env(b, self._state)
 
     # ------------------------------------------------------------------ step
     def check_actions(self, actions: np.ndarray) -> np.ndarray:
@@ -278,10 +344,27 @@ report, for the configured H (the observation's loss history; only the first ``s
             raise InvalidActionError(f"action {actions[b, n]} of node {n} (env {b}) is outside [0, {self.K}]", b, n, actions[b, n])
         return np.ascontiguousarray(actions, dtype=np.int64)
 
-    def step(self, actions: np.ndarray) -> StepOutcome:
-        """Advance every live environment by one step. ``actions``: (B, N) ints in [0, K]."""
+    def step(self, actions: np.ndarray, source: TaskSource | None = None) -> StepOutcome:
+        """Advance every live environment by one step. ``actions``: (B, N) ints in [0, K].
+
+        ``source``: what served tasks report (:class:`core_env.task_source.TaskSource`); None, the curve
+        bank inside the compiled step. With a source the step runs in two compiled halves around
+        ``source.report`` (the same rules); if the source raises or returns bad losses, the state is left
+        as it was before the step.
+        """
         actions = self.prepare(actions)
-        self.raise_for(dynamics.step_and_reward(actions, self._state), actions)
+        if source is None:
+            self.raise_for(dynamics.step(actions, self._state), actions)
+            return self.outcome()
+        tails = {arena: self._arenas[arena][start:].copy() for arena, start in self._outcome_from.items()}
+        self.raise_for(dynamics.start_step(actions, self._state), actions)
+        try:
+            self.arrays.reported[...] = reports_of(source, self)
+        except BaseException:
+            for arena, start in self._outcome_from.items():  # nothing but the last outcome was written: put it back
+                self._arenas[arena][start:] = tails[arena]
+            raise
+        dynamics.end_step(self._state)
         return self.outcome()
 
     def prepare(self, actions: np.ndarray) -> np.ndarray:
@@ -303,15 +386,12 @@ report, for the configured H (the observation's loss history; only the first ``s
 
     def node_flags_of(self, b: int) -> list[int]:
         """Env b's N conflict flags, then its N invalid-action flags, of the last step as ints (no outcome copy)."""
-        start, B, N = self._outcome_from["b"], self.B, self.N
-        if B == 1:
-            return self._b8[start : start + 2 * N].view(np.int8).tolist()
-        return self._b8[start : start + 2 * B * N].reshape(2, B, N)[:, b].view(np.int8).ravel().tolist()
+        return self._node_flags[b].ravel().tolist()
 
     def outcome(self) -> StepOutcome:
         """What the last step did (fresh arrays; zeros before the first step)."""
         fr = self._outcome_from
-        return StepOutcome(self._i64[fr["i"] :].copy(), self._b8[fr["b"] :].copy(), self._f64[fr["f"] :].copy(), self._flags[1:].copy(), self._shape)
+        return StepOutcome(self._i64[fr["i"] :].copy(), self._b8[fr["b"] :].copy(), self._f64[fr["f"] :].copy(), self.arrays.flags[1:].copy(), self._shape)
 
     # ------------------------------------------------------------------ read-only views
     def reported_history(self, b: int, k: int) -> np.ndarray:
@@ -334,20 +414,30 @@ report, for the configured H (the observation's loss history; only the first ``s
         return out
 
     def episode_statistics(self) -> dict[str, np.ndarray]:
-        """Running episode statistics per environment, (B,) arrays (see docs/env.md)."""
-        stats = dict(self.stats)
-        arrived = stats["arrived"]
-        stats["completion_rate"] = np.where(arrived > 0, stats["completed"] / np.maximum(arrived, 1), 0.0)
-        stats["active"] = self.n_active.copy()
-        stats["node_utilization"] = stats["busy_node_steps"] / (self.N * np.maximum(self.t, 1))
-        stats["t"] = self.t.copy()
-        return stats
+        """Running episode statistics per environment, (B,) arrays (see docs/env.md), keyed in the order of
+        :data:`core_env.state.EPISODE_KEYS`."""
+        rows = self.arrays.env
+        out = {}
+        for key in EPISODE_KEYS:
+            if key == "completion_rate":
+                out[key] = np.array([completion_rate(c, a) for c, a in zip(rows[EnvRow.COMPLETED].tolist(), rows[EnvRow.ARRIVED].tolist())])
+            elif key == "node_utilization":
+                out[key] = np.array([node_utilization(busy, self.N, t) for busy, t in zip(rows[EnvRow.BUSY_NODE_STEPS].tolist(), rows[EnvRow.T].tolist())])
+            else:
+                out[key] = rows[_EPISODE_ROWS[key]].copy()
+        return out
 
     def statistics_of(self, b: int) -> dict[str, int | float]:
         """:meth:`episode_statistics` of environment ``b`` as plain Python numbers (the same values), keyed
-        in the order of :data:`core_env.episode.EPISODE_KEYS`."""
-        arrived, completed, failed, rejected, switches, busy, wasted, conflicts, invalid, t, _, _, active = self._env[:_STATS_AND_CLOCK, b].tolist()
-        return {"arrived": arrived, "completed": completed, "failed": failed, "rejected": rejected,
-                "completion_rate": completed / arrived if arrived > 0 else 0.0, "active": active,
-                "node_utilization": busy / (self.N * max(t, 1)), "busy_node_steps": busy, "wasted_node_steps": wasted,
-                "switches": switches, "conflicts": conflicts, "invalid_actions": invalid, "t": t}
+        in the order of :data:`core_env.state.EPISODE_KEYS` (per step in the single views: one list, read
+        at plain-int rows)."""
+        v = self.arrays.env[:INFO_ROWS, b].tolist()
+        return {"arrived": v[_ARRIVED], "completed": v[_COMPLETED], "failed": v[_FAILED], "rejected": v[_REJECTED],
+                "completion_rate": completion_rate(v[_COMPLETED], v[_ARRIVED]), "active": v[_N_ACTIVE],
+                "node_utilization": node_utilization(v[_BUSY], self.N, v[_T]), "busy_node_steps": v[_BUSY], "wasted_node_steps": v[_WASTED],
+                "switches": v[_SWITCHES], "conflicts": v[_CONFLICTS], "invalid_actions": v[_INVALID], "t": v[_T]}
+
+
+(_ARRIVED, _COMPLETED, _FAILED, _REJECTED, _SWITCHES, _BUSY, _WASTED, _CONFLICTS, _INVALID, _T, _N_ACTIVE) = (
+    int(row) for row in (EnvRow.ARRIVED, EnvRow.COMPLETED, EnvRow.FAILED, EnvRow.REJECTED, EnvRow.SWITCHES, EnvRow.BUSY_NODE_STEPS,
+                         EnvRow.WASTED_NODE_STEPS, EnvRow.CONFLICTS, EnvRow.INVALID_ACTIONS, EnvRow.T, EnvRow.N_ACTIVE))

@@ -31,16 +31,14 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
-from numba import njit
 
-from core_env import dynamics, features
+from core_env import dynamics, features, rules
 from core_env.config import EnvConfig, make_config
-from core_env.sim import STATS, InvalidActionError, Simulator, StepOutcome
+from core_env.jit import compiled, unowned
+from core_env.sim import InvalidActionError, Simulator, StepOutcome
+from core_env.state import EPISODE_KEYS, INFO_ROWS, STATS, EnvRow, NodeFlag, completion_rate, node_utilization
 from core_env.workload import Workload, select_workload
 
-#: Episode statistics reported in every info (running values; final at the last step).
-EPISODE_KEYS = ("arrived", "completed", "failed", "rejected", "completion_rate", "active", "node_utilization",
-                "busy_node_steps", "wasted_node_steps", "switches", "conflicts", "invalid_actions", "t")
 #: Team keys besides the statistics, the same for every node: ``potential``, the shaped reward's Φ(s) of the
 #: state after the step (0 at reset and with ``reward="sparse"``; see :mod:`core_env.reward`).
 TEAM_KEYS = ("potential",)
@@ -49,7 +47,6 @@ NODE_KEYS = ("conflict", "invalid_action")
 #: Every info key, in the order infos list them (each followed, in the vector env, by its ``_key`` mask).
 INFO_KEYS = EPISODE_KEYS + TEAM_KEYS + NODE_KEYS
 OBSERVATIONS = ("per_node", "compact")
-_CLOCK_ROWS = dynamics.N_ACTIVE + 1  # rows of the simulator's env table that infos read
 
 
 class Observer(Protocol):
@@ -60,17 +57,17 @@ class Observer(Protocol):
     def on_step(self, batch: EnvBatch, outcome: StepOutcome) -> None: ...
 
 
-@dynamics.unowned
-def step_observing(actions, a, slot, H, compact, rows, shared, mask):
+@unowned
+def step_observing(actions, a, H, compact, rows, shared, mask):
     """:func:`core_env.dynamics.step` with each env's observation computed right after its own step (its
     state is still in cache): the same numbers as the step, then the observations. ``compact``: ``rows``
     (B, N, 3) node features and ``shared`` (B, 3 + K·F) (:func:`core_env.features.compact_env`); else
     ``rows`` (B, N, D) per-node observations and ``shared`` a (1, D − 3) scratch row
     (:func:`core_env.features.observe_env`)."""
-    code, where = dynamics.begin_step(actions, a)
-    if code == dynamics.OK:
+    code, where = rules.begin_step(actions, a)
+    if code == rules.OK:
         for b in range(actions.shape[0]):
-            dynamics.step_env(b, actions, a, slot)
+            rules.step_env(b, actions, a)
             if compact:
                 features.compact_env(b, a, H, rows, shared, mask)
             else:
@@ -78,10 +75,10 @@ def step_observing(actions, a, slot, H, compact, rows, shared, mask):
     return code, where
 
 
-@njit(cache=True, error_model="numpy")
+@compiled
 def step_and_observe(actions, s, H, compact, rows, shared, mask):
     """One compiled call: the step and reward, each env's observation after its step (:func:`step_observing`)."""
-    return step_observing(actions, dynamics.arrays_of(s), np.empty(actions.shape[1], np.int64), H, compact, rows, shared, mask)
+    return step_observing(actions, dynamics.arrays_of(s), H, compact, rows, shared, mask)
 
 
 def check_seed(seed: Any) -> int:
@@ -183,7 +180,7 @@ class EnvBatch:
             result = step_and_observe(actions, sim._state, self._history, False, obs, self._scratch, mask)
             observed = obs, mask
         else:
-            result = dynamics.step_and_reward(actions, sim._state)
+            result = dynamics.step(actions, sim._state)
         if result[0]:
             sim.raise_for(result, actions)
         self._stepped, self._outcome, self._observed, self._observed_compact = True, None, observed, observed_compact
@@ -254,9 +251,9 @@ class EnvBatch:
         """Every info key as a (B,) array (``conflict``/``invalid_action``: (B, N)): fresh arrays (the keys
         of one dtype are rows of one array), filled by one compiled call (:func:`fill_infos`)."""
         sim = self.sim
-        block, rates = np.empty((_CLOCK_ROWS, self.B), np.int64), np.empty((len(_RATE_KEYS), self.B))
+        block, rates = np.empty((INFO_ROWS, self.B), np.int64), np.empty((len(_RATE_KEYS), self.B))
         flags = np.empty((2, self.B, self.N), np.int64)
-        fill_infos(sim._env, sim.potential, sim._nodes, self._stepped, block, rates, flags)
+        fill_infos(sim.arrays.env, sim.potential, sim.arrays.nodes, self._stepped, block, rates, flags)
         parts = (block, rates)
         infos = {key: parts[which][row] for key, which, row in _INFO_LAYOUT}
         infos["conflict"], infos["invalid_action"] = flags[0], flags[1]
@@ -264,13 +261,13 @@ class EnvBatch:
 
 
 #: Info keys read from the simulator's env table (statistics, t, active) or computed (rates, potential).
-_TABLE_ROWS = {**{key: row for row, key in enumerate(STATS)}, "t": dynamics.T, "active": dynamics.N_ACTIVE}
+_TABLE_ROWS = {**{key: row for row, key in enumerate(STATS)}, "t": EnvRow.T, "active": EnvRow.N_ACTIVE}
 _RATE_KEYS = ("completion_rate", "node_utilization", "potential")
 #: (key, 0 = table row / 1 = rate row, row) for EPISODE_KEYS then TEAM_KEYS, in order.
 _INFO_LAYOUT = tuple((key, 0, _TABLE_ROWS[key]) if key in _TABLE_ROWS else (key, 1, _RATE_KEYS.index(key)) for key in EPISODE_KEYS + TEAM_KEYS)
 
 
-@njit(cache=True, error_model="numpy")
+@compiled
 def fill_infos(env, potential, node_flags, stepped, block, rates, flags):
     """The info arrays of :meth:`EnvBatch.infos`: ``block`` the first rows of the env table (statistics,
     t, ..., active), ``rates`` the completion rate (completed / arrived, 0 before an arrival), the node
@@ -281,13 +278,12 @@ def fill_infos(env, potential, node_flags, stepped, block, rates, flags):
         for b in range(B):
             block[r, b] = env[r, b]
     for b in range(B):
-        arrived = block[dynamics.ARRIVED, b]
-        rates[0, b] = block[dynamics.COMPLETED, b] / arrived if arrived > 0 else 0.0
-        rates[1, b] = block[dynamics.BUSY, b] / (N * max(block[dynamics.T, b], 1))
+        rates[0, b] = completion_rate(block[EnvRow.COMPLETED, b], block[EnvRow.ARRIVED, b])
+        rates[1, b] = node_utilization(block[EnvRow.BUSY_NODE_STEPS, b], N, block[EnvRow.T, b])
         rates[2, b] = potential[b]
         for n in range(N):
-            flags[0, b, n] = node_flags[0, b, n] if stepped else 0
-            flags[1, b, n] = node_flags[1, b, n] if stepped else 0
+            flags[0, b, n] = node_flags[NodeFlag.CONFLICT, b, n] if stepped else 0
+            flags[1, b, n] = node_flags[NodeFlag.INVALID, b, n] if stepped else 0
 
 
 def single_observation_space(config: EnvConfig, observation: str = "per_node") -> spaces.Dict:

@@ -23,6 +23,7 @@ class Slot:
     """An admitted task (one per occupied slot)."""
 
     task: int
+    arrival: int
     deadline: int
     target: float
     batches: float
@@ -35,6 +36,8 @@ class Slot:
     last_loss: float = 0.0
     log_span: float = 0.0
     phi: float = 0.0
+    losses: list = dataclasses.field(default_factory=list)  # every reported loss, oldest first
+    served_last: bool = False  # served in the last step
 
 
 @dataclasses.dataclass
@@ -129,6 +132,9 @@ class ReferenceEpisode:
         task has reported before and this node did not serve it last step); the task reports the mean loss over
         those batches; tasks at or below their target complete, after every node has trained."""
         reported = {}
+        for s in self.slots:
+            if s is not None:
+                s.served_last = False
         for n, k in enumerate(chosen):
             if k < 0:
                 continue
@@ -147,6 +153,8 @@ class ReferenceEpisode:
                 s.first_loss = loss
                 s.log_span = math.log(loss / s.target)
             s.last_loss = loss
+            s.losses.append(loss)
+            s.served_last = True
             s.phi = min(max(math.log(s.first_loss / loss) / s.log_span, 0.0), 1.0)
             reported[k] = loss
         completed = 0
@@ -180,7 +188,7 @@ class ReferenceEpisode:
                 rejected += 1
                 continue
             curve = int(w.curve[i])
-            self.slots[self.slots.index(None)] = Slot(task=i, deadline=int(w.deadline[i]), target=float(w.target[i]),
+            self.slots[self.slots.index(None)] = Slot(task=i, arrival=int(w.arrival[i]), deadline=int(w.deadline[i]), target=float(w.target[i]),
                                                       batches=float(w.batches_per_step[i]), cum_start=int(self.bank.cum_start[curve]),
                                                       length=int(self.bank.lengths[curve]))
         self.stats.rejected += rejected
@@ -203,3 +211,23 @@ class ReferenceEpisode:
 
     def last_losses(self) -> np.ndarray:
         return np.array([0.0 if s is None or s.steps == 0 else s.last_loss for s in self.slots])
+
+    # the observation (docs/env.md, "Observation (per node)") -------------------------------------
+    def observation(self, n: int, history: int) -> np.ndarray:
+        """Node n's (D,) float32 observation: its own features, the global features, then per slot present,
+        age / 100, steps to deadline / 100, node-steps / 100, last log loss, log target, log gap, the last
+        H log losses (most recent first, zero-padded) and the served-last-step flag; clipped to ±1000."""
+        N, K, T = self.N, self.K, self.w.arrival_steps
+        log = lambda x: math.log(max(x, LOSS_FLOOR))  # noqa: E731
+        out = [n / (N - 1) if N > 1 else 0.0, self.speeds[n], (self.node_slot[n] + 1) / K,
+               self.t / T, max(T - self.t, 0) / T, sum(s is not None for s in self.slots) / K]
+        for s in self.slots:
+            if s is None:
+                out += [0.0] * (8 + history)
+                continue
+            last = log(s.last_loss) if s.steps else 0.0
+            gap = last - log(s.target) if s.steps else 0.0
+            recent = [log(x) for x in reversed(s.losses)][:history]
+            out += [1.0, (self.t - s.arrival) / 100, (s.deadline - self.t) / 100, s.steps / 100, last, log(s.target), gap,
+                    *recent, *[0.0] * (history - len(recent)), float(s.served_last)]
+        return np.clip(np.array(out), -1000.0, 1000.0).astype(np.float32)

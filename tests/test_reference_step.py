@@ -1,7 +1,7 @@
 """The compiled engine against a plain-Python step written from the docs' rules (tests/reference_step.py):
 whole random episodes — random configurations, speeds, switching costs, rewards and actions (mostly valid,
-often colliding, sometimes choosing empty slots) — give the same slots, reports, statistics, flags, rewards
-and episode ends in both, step by step."""
+often colliding, sometimes choosing empty slots) — give the same slots, reports, statistics, flags, rewards,
+episode ends and every node's observation in both, step by step."""
 
 from __future__ import annotations
 
@@ -46,4 +46,8 @@ def test_compiled_engine_matches_the_reference_step_on_whole_random_episodes(con
         assert _same_float(float(sim.reward[0]), expected["reward"]), (where, float(sim.reward[0]), expected["reward"])
         reported = (sim.task[0] >= 0) & (sim.steps[0] > 0)  # a freed slot keeps its last task's fields
         assert all(_same_float(a, b) for a, b in zip(sim.last_loss[0][reported], reference.last_losses()[reported])), where
+        if env.agents:  # the observations of every node (float32: equal up to an ulp of the logs)
+            for i in range(n):
+                np.testing.assert_allclose(obs[f"node_{i}"]["observation"], reference.observation(i, config["history"]), rtol=1e-6, atol=1e-6,
+                                           err_msg=where)
     assert reference.done and steps > 0

@@ -274,20 +274,21 @@ def test_a_refused_step_keeps_the_last_outcome_and_clear_errors():
         DiscreteCoREVectorEnv(2).reset(options={"reset_mask": np.array([True, False])})
 
 
-def test_the_state_tuple_positions_follow_the_state_fields():
-    """The compiled loops index the state's arrays by the A_* positions of dynamics.arrays_of: each
-    position must name its field (a shifted position would read another array of the same type)."""
+def test_the_compiled_rules_read_each_array_by_its_own_name():
+    """dynamics.arrays_of builds the named tuple the rules take from the StructRef by position: every field
+    must hold the simulator's array of that name (a shifted position would read another array of the
+    same type)."""
     from core_env import dynamics
+    from core_env.state import ARRAYS, Arrays
 
     from numba import njit
 
-    for index, field in enumerate(dynamics.STATE_FIELDS):
-        assert getattr(dynamics, "A_" + field.upper()) == index, field
+    assert Arrays._fields == tuple(name for name, _, _ in ARRAYS) + ("cum", "slope")
     envs = DiscreteCoREVectorEnv(2, "disabled")
     envs.reset(seed=0)
     sim = envs.batch.sim
     arrays = njit(lambda s: dynamics.arrays_of(s))(sim._state)
-    owners = {name: getattr(sim, attribute) for name, (attribute, _) in zip(dynamics.STATE_FIELDS, dynamics.STATE)}
-    owners.update(cum=sim.bank.cum, slope=sim.bank.slope)
-    for index, field in enumerate(dynamics.STATE_FIELDS):
-        assert arrays[index].shape == owners[field].shape and np.shares_memory(arrays[index], owners[field]), field
+    for field in Arrays._fields:
+        owner = getattr(sim.arrays, field)
+        assert getattr(arrays, field).shape == owner.shape and np.shares_memory(getattr(arrays, field), owner), field
+    assert np.shares_memory(sim.arrays.cum, sim.bank.cum) and np.shares_memory(sim.arrays.slope, sim.bank.slope)
