@@ -55,12 +55,11 @@ def _result(cell: Any, episodes: list[dict[str, Any]], workloads: Sequence[Any],
 
 def has_stored_slot_ceiling(task_set: str, load: Any, env: Sequence[tuple[str, Any]], trace: Any = None) -> bool:
     """Whether a scenario is a committed evaluation suite, whose K-slot ceilings are stored."""
-    from core_env.config import LOADS
-    from core_env.workload import SUITE_NODES, SUITE_TASK_SETS
+    from core_env.generators import committed_suite_fits
+    from core_env.workload import SUITE_NODES
 
     overrides = dict(env)
-    return (not trace and task_set in SUITE_TASK_SETS and isinstance(load, str) and load in LOADS
-            and set(overrides) <= {"n_nodes"} and overrides.get("n_nodes", SUITE_NODES) == SUITE_NODES)
+    return not trace and set(overrides) <= {"n_nodes"} and committed_suite_fits(task_set, load, overrides.get("n_nodes", SUITE_NODES))
 
 
 def slot_ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
@@ -88,8 +87,8 @@ def slot_ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
 def ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
     """Cell results of the ``milp`` row (the format of :func:`benchmarks.cells.run_group`)."""
     from benchmarks.cells import EPISODE_STATS
-    from core_env.config import LOADS
-    from core_env.workload import SUITE_NODES, SUITE_TASK_SETS, suite_ceilings
+    from core_env.generators import committed_suite_fits
+    from core_env.workload import suite_ceilings
     from mara_agents.bounds import milp_ceiling
 
     results = []
@@ -98,7 +97,7 @@ def ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
         if not has_exact_ceiling(cell.env):
             raise ValueError(f"no exact MILP ceiling for a scenario with {dict(cell.env)} (unit speeds and no switching cost only)")
         config, workloads = cell.config(), cell.workloads()
-        stored = not cell.trace and cell.task_set in SUITE_TASK_SETS and isinstance(cell.load, str) and cell.load in LOADS and config.n_nodes == SUITE_NODES
+        stored = not cell.trace and committed_suite_fits(cell.task_set, cell.load, config.n_nodes)
         table = suite_ceilings(cell.task_set, cell.load) if stored else None
         episodes = []
         for e, workload in enumerate(workloads):

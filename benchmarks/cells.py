@@ -57,9 +57,10 @@ import numpy as np
 from tqdm import tqdm
 
 from benchmarks import RESULTS_DIR
-from core_env.config import LOADS, EnvConfig
-from core_env.curves import bank_file, bank_for, is_bank_path
-from core_env.workload import SUITE_EPISODES, SUITE_NODES, Workload, draw_workload, load_suite, stress_workload, suite_rng
+from core_env.config import EnvConfig
+from core_env.curves import bank_file, is_bank_path
+from core_env.generators import Drawn, Given, SuiteEpisode, WorkloadGenerator, committed_suite_fits, generator_for, is_fixed_scenario, suite_scheme
+from core_env.workload import SUITE_EPISODES, Workload, suite_rng
 
 #: Bump when a cell's result would change for the same key (invalidates every cached cell).
 FORMAT = 3  # 2: discrete_core_v1 workloads; 3: saved cells carry a checksum
@@ -131,28 +132,31 @@ class Cell:
             config = dataclasses.replace(config, max_cycles=max(config.max_cycles, trace_horizon(self.replayed()[1], config.recipe)))
         return config
 
-    def workloads(self) -> list[Workload]:
+    def episode_generators(self) -> list[tuple[WorkloadGenerator, np.random.Generator | None]]:
+        """Each episode's workload generator (:mod:`core_env.generators`) and the rng it draws with (None for
+        a replay): a fixed scenario once; a trace replayed per episode; a bank file's eval split drawn by
+        the suites' seeding scheme (at a named load on the suites' N) or by the cells' own; the committed
+        suite where it fits the config; else the task set's eval curves drawn by the cells' own scheme
+        (targets and deadlines from the train runs, as in the suites)."""
         config = self.config()
-        if self.task_set == "stress":
-            return [stress_workload(config.n_nodes)]
+        own = generator_for(config)
+        if own.fixed:
+            return [(own, None)]
         if self.trace:
-            return self.trace_workloads(config)
-        if config.bank_path is not None:  # a bank file: eval runs, train runs as reference
-            bank, reference, name = config.bank("eval"), config.bank("train"), config.task_set_name
-            if isinstance(self.load, str) and self.load in LOADS and config.n_nodes == SUITE_NODES:  # the suites' scheme
-                rngs = [suite_rng(name, self.load, self.root, e) for e in range(self.episodes)]
-            else:
-                tag = zlib.crc32(f"{name}|{self.load}|{config.n_nodes}".encode())
-                rngs = [np.random.default_rng([_DRAWN_SEED, tag, self.root, e]) for e in range(self.episodes)]
-            return [draw_workload(bank, config.arrival_intensity, config.arrival_steps, rng, config.recipe, config.n_nodes, reference) for rng in rngs]
-        if isinstance(self.load, str) and self.load in LOADS and config.n_nodes == EnvConfig().n_nodes:
-            return [load_suite(self.task_set, self.load, self.root, e) for e in range(self.episodes)]
-        bank = bank_for(self.task_set, "eval", config.curve_source)
-        tag = zlib.crc32(f"{self.task_set}|{self.load}|{config.n_nodes}".encode())
-        reference = bank_for(self.task_set, "train", config.curve_source)  # targets and deadlines from train runs, as in the suites
-        return [draw_workload(bank, config.arrival_intensity, config.arrival_steps, np.random.default_rng([_DRAWN_SEED, tag, self.root, e]),
-                              config.recipe, n_nodes=config.n_nodes, reference=reference) for e in range(self.episodes)]
+            return [(Given(workload), None) for workload in self.trace_workloads(config)]
+        if config.bank_path is None and committed_suite_fits(self.task_set, self.load, config.n_nodes):
+            return [(SuiteEpisode(self.task_set, self.load, self.root, e, config.n_nodes), None) for e in range(self.episodes)]
+        name = config.task_set_name
+        if config.bank_path is not None and suite_scheme(self.load, config.n_nodes):
+            rngs = [suite_rng(name, self.load, self.root, e) for e in range(self.episodes)]
+        else:
+            tag = zlib.crc32(f"{name}|{self.load}|{config.n_nodes}".encode())
+            rngs = [np.random.default_rng([_DRAWN_SEED, tag, self.root, e]) for e in range(self.episodes)]
+        drawn = Drawn.from_config(config, bank=config.bank("eval"), reference=config.bank("train"))
+        return [(drawn, rng) for rng in rngs]
 
+    def workloads(self) -> list[Workload]:
+        return [generator.workload(rng) for generator, rng in self.episode_generators()]
 
     def trace_record(self) -> dict[str, Any] | None:
         """The provenance of the cell's trace (path, sha256, layout, step_seconds), or None without one."""
@@ -238,7 +242,7 @@ def checksum(result: dict[str, Any]) -> str:
 
 def expected_episodes(cell: Cell) -> int:
     """How many episodes a result of ``cell`` holds (``len(cell.workloads())``, from the cell's fields)."""
-    return 1 if cell.task_set == "stress" else cell.episodes
+    return 1 if is_fixed_scenario(cell.task_set) else cell.episodes
 
 
 def _number(value: Any) -> bool:

@@ -41,7 +41,9 @@ from benchmarks.agents import make_agent
 from core_env.config import LOADS, EnvConfig
 from core_env.curves import bank_for
 from core_env.vector import DiscreteCoREVectorEnv
-from core_env.workload import Workload, draw_workload
+from core_env.generators import Drawn
+from core_env.recipe import DEFAULT_RECIPE
+from core_env.workload import Workload
 from mara_agents.protocols import REMAINING_DEMAND, DemandSummary, Predictor
 from mara_agents.rollout import play
 
@@ -206,8 +208,8 @@ def train_workloads(task_set: str, episodes: int = TRAIN_EPISODES, n_nodes: int 
     if episodes < 1:
         raise ValueError(f"the probes need at least one train episode, got {episodes}")
     bank = bank_for(task_set, "train")
-    return [draw_workload(bank, LOADS["train"], arrival_steps, np.random.default_rng([PROBE_SEED, zlib.crc32(task_set.encode()), e]),
-                          n_nodes=n_nodes, reference=bank) for e in range(episodes)]
+    drawn = Drawn(bank, LOADS["train"], arrival_steps, DEFAULT_RECIPE, n_nodes, reference=bank)
+    return [drawn.workload(np.random.default_rng([PROBE_SEED, zlib.crc32(task_set.encode()), e])) for e in range(episodes)]
 
 
 # --------------------------------------------------------------------------------------------------

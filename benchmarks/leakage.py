@@ -38,7 +38,9 @@ from benchmarks.stats import paired_difference
 from benchmarks.rollout import run_agent
 from core_env.config import LOADS, EnvConfig
 from core_env.curves import bank_for, is_bank_path
-from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, draw_workload, load_suite, suite_ceiling_rates, suite_ceilings, suite_cells, suite_meta
+from core_env.generators import Drawn
+from core_env.recipe import DEFAULT_RECIPE
+from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, load_suite, suite_ceiling_rates, suite_ceilings, suite_cells, suite_meta
 from mara_agents.allocators import make_allocator
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 from mara_agents.heuristics import EDF, Clairvoyant, WindowEDF
@@ -56,7 +58,8 @@ def fit_factor(task_set: str, n_nodes: int, episodes: int = FIT_EPISODES) -> tup
     """The window factor with the best mean completion on seeded train workloads at the training load
     (the train split, for a bank file too)."""
     bank = bank_for(task_set, "train")
-    workloads = [draw_workload(bank, LOADS["train"], 500, np.random.default_rng([FIT_SEED, e]), n_nodes=n_nodes) for e in range(episodes)]
+    drawn = Drawn(bank, LOADS["train"], 500, DEFAULT_RECIPE, n_nodes)
+    workloads = [drawn.workload(np.random.default_rng([FIT_SEED, e])) for e in range(episodes)]
     config = EnvConfig(task_set=task_set, n_nodes=n_nodes)
     scores = {c: float(100 * run_agent(WindowEDF(c), workloads, config)["completion_rate"].mean()) for c in FACTORS}
     return max(scores, key=lambda c: (scores[c], -c)), scores

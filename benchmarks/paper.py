@@ -35,6 +35,7 @@ from benchmarks.agents import LEARNED_SEEDS, available, is_external, is_learned,
 from benchmarks.ceiling_cells import CEILING_ROWS, MILP, MILP_SLOTS, has_exact_ceiling, has_stored_slot_ceiling
 from benchmarks.cells import AGREEMENT, Cell
 from benchmarks.stats import paired_difference, root_means, seed_spread
+from core_env.generators import is_fixed_scenario
 from core_env.workload import SUITE_ROOTS
 
 BOUND = "bound"
@@ -120,7 +121,7 @@ class SuiteSpec:
         for row in rows or self.rows:
             for scenario in self.scenarios:
                 for seed in self.seeds_of(row, scenario):
-                    for root in range(1 if scenario.task_set == "stress" else self.roots):
+                    for root in range(1 if is_fixed_scenario(scenario.task_set) else self.roots):
                         extra = {} if self.episodes is None else {"episodes": self.episodes}
                         out.append(Cell(row, scenario.task_set, scenario.load, root, seed, scenario.env, trace=scenario.trace, **extra))
         return out

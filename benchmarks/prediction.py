@@ -46,7 +46,8 @@ from benchmarks import RESULTS_DIR, markdown_table, save_figure, write_atomic, w
 from benchmarks.decision_points import (BUCKET_LABELS, BUCKETS, CAP, PROBE_POLICIES, PROBE_ROWS, PROBE_SEED, TRAIN_EPISODES, DecisionPoints,
                                         bucket_of, collect, train_probes)
 from core_env.config import EnvConfig
-from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, load_suite, suite_meta
+from core_env.generators import SuiteEpisode
+from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS
 from mara_agents.predictors import PREDICTORS
 from mara_agents.protocols import REMAINING_DEMAND, Predictor
 
@@ -362,11 +363,8 @@ def _evaluation_workloads(task_set: str, roots: int, episodes: int):
 
         return bank_suite(task_set, "train", roots, episodes)
     config = EnvConfig(task_set=task_set)
-    if suite_meta(task_set, "train")["n_nodes"] != config.n_nodes:
-        raise ValueError(f"the {task_set} suite was drawn for {suite_meta(task_set, 'train')['n_nodes']} nodes, "
-                         f"the default EnvConfig has {config.n_nodes}")
     source = [(r, e) for r in range(roots) for e in range(episodes)]
-    return config, [load_suite(task_set, "train", r, e) for r, e in source], source
+    return config, [SuiteEpisode(task_set, "train", r, e, config.n_nodes).workload() for r, e in source], source
 
 
 def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, policies: Sequence[str] = POLICIES, rows: Sequence[str] = ROWS,

@@ -65,6 +65,7 @@ def provenance(spec: SuiteSpec, rows: Sequence[str]) -> dict[str, Any]:
     scenarios replaying a trace its path, sha256, layout, step_seconds and the episodes' ``max_cycles``."""
     from benchmarks.cells import Cell
     from core_env.config import LOADS
+    from core_env.generators import committed_suite_fits, is_fixed_scenario
     from core_env.workload import SUITE_TASK_SETS, suite_meta, suite_sha256
 
     suites, banks, recipes, traces = {}, {}, {}, {}
@@ -78,8 +79,8 @@ def provenance(spec: SuiteSpec, rows: Sequence[str]) -> dict[str, Any]:
             banks[config.task_set_name] = {"path": config.bank_path, "sha256": config.bank_sha256}
         if s.trace:
             traces[s.name] = {**cell.trace_record(), "max_cycles": config.max_cycles}
-        committed = suite and config.n_nodes == suite_meta(s.task_set, s.load)["n_nodes"]
-        recipes[s.name] = suite_meta(s.task_set, s.load)["recipe"] if committed else (None if s.task_set == "stress" else config.recipe.as_dict())
+        committed = not s.trace and committed_suite_fits(s.task_set, s.load, config.n_nodes)
+        recipes[s.name] = suite_meta(s.task_set, s.load)["recipe"] if committed else (None if is_fixed_scenario(s.task_set) else config.recipe.as_dict())
     env = suite_meta(SUITE_TASK_SETS[0], "train")["env"]
     agents = {row: {"weights_or_source_sha256": weights_id(row), **({"trained_on": trained_on(row)} if trained_on(row) else {})} for row in rows}
     return {"env_version": env, "suite_sha256": suites, "banks": banks, "traces": traces, "recipe": recipes, "agents": agents}

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from core_env.recipe import DEFAULT_RECIPE, TaskRecipe, recipe_from
+from core_env.curves import TASK_SETS
+from core_env.recipe import DEFAULT_RECIPE, recipe_from
 
 #: Arrival intensity per node of the named loads: in each step of the arrival window, each node's users
 #: submit a task with this probability, so a step brings Binomial(N, intensity) tasks and the pressure
@@ -26,14 +27,28 @@ from core_env.recipe import DEFAULT_RECIPE, TaskRecipe, recipe_from
 TRAIN_INTENSITY = 0.1
 LOADS: dict[str, float] = {"train": TRAIN_INTENSITY, "x1.25": 1.25 * TRAIN_INTENSITY, "x1.5": 1.5 * TRAIN_INTENSITY, "x2": 2 * TRAIN_INTENSITY}
 
-#: Task sets with pre-generated evaluation suites. ``stress`` is a deterministic constructed scenario.
-TASK_SETS: tuple[str, ...] = ("id", "rl_ood", "vit_ood", "stress")
-
 REWARDS: tuple[str, ...] = ("shaped", "sparse")
 #: The largest potential weight ``kappa`` (EnvConfig): beyond it the potential swamps the completions.
 KAPPA_MAX = 100.0
 CURVE_SOURCES: tuple[str, ...] = ("corpus", "prior")
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array", "human")
+
+
+def load_label(load: Any) -> str:
+    """The one check of a load: its label in suite file names, meta and seeds (a name in :data:`LOADS`, or
+    ``repr`` of an intensity per node in (0, 1]); ValueError for anything else."""
+    if isinstance(load, str):
+        if load not in LOADS:
+            raise ValueError(f"unknown load {load!r}; expected one of {sorted(LOADS)} or an intensity per node in (0, 1]")
+        return load
+    if not _is_real(load) or not 0.0 < float(load) <= 1.0:
+        raise ValueError(f"load must be a name in {sorted(LOADS)} or an intensity per node in (0, 1], got {load!r}")
+    return repr(float(load))
+
+
+def load_intensity(load: str | float) -> float:
+    """A (checked) load's arrival probability per node and step."""
+    return LOADS[load] if isinstance(load, str) else float(load)
 
 
 def _is_int(value: Any) -> bool:
@@ -101,11 +116,7 @@ class EnvConfig:
         self._check_int("arrival_steps", 1, 10**7)
         self._check_int("history", 1, 4096)
         self._check_int("max_cycles", 1, 10**9)
-        if isinstance(self.load, str):
-            if self.load not in LOADS:
-                raise ValueError(f"unknown load {self.load!r}; expected one of {sorted(LOADS)} or an intensity per node in (0, 1]")
-        elif not _is_real(self.load) or not 0.0 < float(self.load) <= 1.0:
-            raise ValueError(f"load must be a name in {sorted(LOADS)} or an intensity per node in (0, 1], got {self.load!r}")
+        load_label(self.load)
         self._check_task_set()
         if self.curve_source not in CURVE_SOURCES:
             raise ValueError(f"unknown curve_source {self.curve_source!r}; expected one of {list(CURVE_SOURCES)}")
@@ -176,7 +187,7 @@ class EnvConfig:
     @property
     def arrival_intensity(self) -> float:
         """Probability per step that each node's users submit a task (Binomial(N, ·) arrivals per step)."""
-        return LOADS[self.load] if isinstance(self.load, str) else float(self.load)
+        return load_intensity(self.load)
 
     @property
     def speeds(self) -> np.ndarray:
@@ -217,7 +228,7 @@ class EnvConfig:
         if verified is not None:
             return verified.bank(split)
         if self.task_set == "stress":
-            from core_env.workload import stress_bank
+            from core_env.curves.stress import stress_bank
 
             return stress_bank()
         return bank_for(self.task_set, split, self.curve_source)

@@ -21,8 +21,9 @@ below, as small functions compiled by numba (`core_env/rules.py`), on a state wh
 are declared once by name (`core_env/state.py`) and owned by the simulator (`core_env/sim.py`); the
 engine that runs the rules over B environments writes no rule (`core_env/dynamics.py`). Where a served
 task's loss comes from is one seam (`core_env/task_source.py`): the curve bank by default, or any
-`TaskSource` passed to `Simulator.step`. Randomness comes only from the seeded workload generator,
-`core_env/workload.py`.
+`TaskSource` passed to `Simulator.step`. Randomness comes only from the workload generators
+(`core_env/generators.py`: seeded draws, suite replays, the stress scenario, given workloads), the one
+place an episode's workload is chosen; every view, trainer and benchmark asks them.
 
 ## Example
 
@@ -478,7 +479,12 @@ reports from any object with `report(sim, served) -> losses` (`core_env.task_sou
 two compiled halves around `S.report` with the same rule functions, so a live source (real training
 runs) needs no second copy of the rules. `CurveSource` is the curve bank behind this seam, and gives
 the compiled step's episodes bit for bit (tests/test_task_source.py); a source that raises, or reports a
-non-finite loss, leaves the state as it was before the step.
+non-finite loss, leaves the state as it was before the step. `core_env.live.LiveSource` is a live
+source: each served task is a real training run (`core_env.live.TaskSpec`: a corpus MLP family and run,
+or your own `"module:factory"`) that trains the whole batches its service reaches and reports their mean
+loss; `core_env.live.record_bank` records the same runs offline as a curve bank, so one workload plays
+live and in simulation (tests/test_live.py; so far in one process: worker nodes, wall-clock slices and
+measured migration costs are still to come).
 
 **Performance**: `python -m benchmarks perf` measures every view's env-steps/s, their ratios to a minimal
 ParallelEnv that only builds the same dicts (paired round by round; targets: PettingZoo ≥ 0.5×, the batched

@@ -20,7 +20,7 @@ from numba.experimental import structref
 
 from core_env import rules
 from core_env.jit import compiled, unowned
-from core_env.state import ARRAYS, NEVER, Arrays, EnvFlag  # noqa: F401  (NEVER re-exported)
+from core_env.state import ARRAYS, Arrays, EnvFlag
 
 OK, OUT_OF_RANGE, STRICT_INVALID = rules.OK, rules.OUT_OF_RANGE, rules.STRICT_INVALID
 

@@ -37,6 +37,7 @@ from core_env.config import EnvConfig, make_config
 from core_env.jit import compiled, unowned
 from core_env.sim import InvalidActionError, Simulator, StepOutcome
 from core_env.state import EPISODE_KEYS, INFO_ROWS, STATS, EnvRow, NodeFlag, completion_rate, node_utilization
+from core_env.generators import generator_for
 from core_env.workload import Workload, select_workload
 
 #: Team keys besides the statistics, the same for every node: ``potential``, the shaped reward's Φ(s) of the
@@ -130,9 +131,7 @@ class EnvBatch:
 
     def seeded_bank(self):
         """The curve bank of the workloads drawn from the envs' rngs (what autoresets play on)."""
-        from core_env.workload import stress_bank
-
-        return stress_bank() if self.config.task_set == "stress" else self.config.bank("train")
+        return generator_for(self.config).bank
 
     def workloads_for(self, envs: Sequence[int], options: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None) -> list[Workload]:
         """The workload of each environment in ``envs``: ``options`` (one mapping for all, or one per env

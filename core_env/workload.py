@@ -4,7 +4,9 @@ A :class:`Workload` is one episode's task list: arrival step, deadline, target l
 node-step and hidden curve of every task, plus each task's hidden nominal demand. It is drawn from a
 seeded generator (:func:`draw_workload`), built by hand (:func:`stress_workload`, tests), or replayed
 from a committed evaluation suite (:func:`load_suite`) or one generated into a directory of your own, on
-any task set or bank file (:func:`write_suite`, ``python -m core_env.suites generate``).
+any task set or bank file (:func:`write_suite`, ``python -m core_env.suites generate``). Which of these an
+episode gets is decided in one place, :mod:`core_env.generators`; this module holds the draws, the
+suite files and their checksums and stored ceilings.
 
 Timing convention: a task with arrival step ``a`` is visible (in a slot, servable) from the start of
 step ``a``; with deadline ``d`` it may be served in steps ``a, ..., d - 1`` and fails at the end of step
@@ -25,7 +27,6 @@ import hashlib
 import io
 import json
 import os
-import warnings
 import zlib
 from pathlib import Path
 from collections.abc import Sequence
@@ -33,8 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from core_env.config import LOADS, EnvConfig
-from core_env.curves import NON_LEARNER, CurveBank, bank_for
+from core_env.config import LOADS, EnvConfig, load_intensity, load_label
+from core_env.curves import CurveBank, bank_for
+from core_env.curves.stress import stress_bank
 from core_env.npz import write_npz
 from core_env.recipe import DEFAULT_RECIPE, FamilyReference, TaskRecipe, draw_tasks
 
@@ -160,13 +162,6 @@ def draw_workload(bank: CurveBank, intensity: float, arrival_steps: int, rng: np
 # The stress scenario
 
 
-@functools.lru_cache(maxsize=None)
-def stress_bank() -> CurveBank:
-    """Two deterministic curves: a learner (reported loss 1/(1+m/4)) and a flat non-learner."""
-    learner = 1.0 / (1.0 + np.arange(64) / 4.0)
-    return CurveBank("stress", [learner, np.ones(64)], ["stress_learner", "stress_decoy"], [0, NON_LEARNER])
-
-
 def stress_workload(n_nodes: int = 4, feasible: int = 13) -> Workload:
     """The constructed scenario where FIFO and EDF complete nothing and a clairvoyant scheduler all it can.
 
@@ -223,21 +218,6 @@ def suite_rng(task_set: str, load: str, root: int, episode: int, seed: int = SUI
 _suite_rng = suite_rng  # the name before it was public
 
 
-def load_label(load: str | float) -> str:
-    """The label of a load in suite file names, meta and seeds: a name in :data:`LOADS`, or ``repr`` of an intensity."""
-    if isinstance(load, str):
-        if load not in LOADS:
-            raise ValueError(f"unknown load {load!r}; expected one of {sorted(LOADS)} or an intensity per node in (0, 1]")
-        return load
-    if isinstance(load, bool) or not isinstance(load, (int, float, np.integer, np.floating)) or not 0.0 < float(load) <= 1.0:
-        raise ValueError(f"load must be a name in {sorted(LOADS)} or an intensity per node in (0, 1], got {load!r}")
-    return repr(float(load))
-
-
-def _intensity(load: str | float) -> float:
-    return LOADS[load] if isinstance(load, str) else float(load)
-
-
 def suite_path(task_set: str, load: str, directory: str | os.PathLike | None = None) -> Path:
     """The suite file of a task set's name and a load label: in :data:`SUITE_DIR` (committed), or in ``directory``."""
     return (SUITE_DIR if directory is None else Path(directory)) / f"{task_set}__{load}.npz"
@@ -281,12 +261,12 @@ def generate_suite(task_set: str | os.PathLike, load: str | float, roots: int = 
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     name, bank, reference, extra = _task_set_banks(task_set)
     workloads = [
-        draw_workload(bank, _intensity(load), arrival_steps, suite_rng(name, label, r, e, seed), recipe, n_nodes, reference)
+        draw_workload(bank, load_intensity(load), arrival_steps, suite_rng(name, label, r, e, seed), recipe, n_nodes, reference)
         for r in range(roots) for e in range(episodes)
     ]
     arrays = {field: np.concatenate([getattr(w, field) for w in workloads]) for field in _TASK_FIELDS}
     arrays["episode_offsets"] = np.concatenate([[0], np.cumsum([len(w) for w in workloads])]).astype(np.int64)
-    meta = {"format": 2, "env": "discrete_core_v1", "task_set": name, "load": label, "intensity": _intensity(load),
+    meta = {"format": 2, "env": "discrete_core_v1", "task_set": name, "load": label, "intensity": load_intensity(load),
             "n_nodes": int(n_nodes), "roots": int(roots), "episodes": int(episodes), "arrival_steps": int(arrival_steps),
             "seed": int(seed), "bank": bank.fingerprint, "reference": reference.fingerprint, "recipe": recipe.as_dict(), **extra}
     arrays["meta"] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
@@ -531,67 +511,9 @@ def load_suite_file(path: str | os.PathLike, root: int, episode: int, task_set: 
 # Choosing the workload of an episode
 
 
-def _check_suite_nodes(meta: dict[str, Any], n_nodes: int, name: str) -> None:
-    generated = meta.get("n_nodes")
-    if generated is not None and generated != n_nodes:
-        raise ValueError(f"suite {name} was generated for n_nodes={generated} (its load is per node); this env has n_nodes={n_nodes}: "
-                         "replay it on that many nodes, or pass options['any_nodes']=True to replay it on these on purpose")
-
-
 def select_workload(config: EnvConfig, rng: np.random.Generator, options: dict[str, Any] | None) -> Workload:
-    """The workload for ``reset(seed, options)``.
+    """The workload for ``reset(seed, options)``: the generator the options ask for
+    (:func:`core_env.generators.generator_from_options`, which documents them) drawn with ``rng``."""
+    from core_env.generators import generator_from_options
 
-    Options: ``{"workload": Workload}`` replays a given workload; ``{"suite": "eval", "root": r,
-    "episode": e}`` (optionally ``"task_set"``, ``"load"``, defaulting to the config's) replays a
-    pre-generated evaluation workload: a committed one, or with ``"suite_dir": DIR`` one written by
-    :func:`write_suite` / ``python -m core_env.suites generate`` (``DIR/{task set name}__{load}.npz``);
-    ``{"suite": PATH, "root": r, "episode": e}`` replays the suite file at PATH. A suite's load is per
-    node, so it is replayed only on as many nodes as it was generated for (its meta's ``n_nodes``), unless
-    ``"any_nodes": True`` says the other N is meant. Without options a workload is drawn from ``rng`` on
-    the task set's train curves by the config's recipe. Unknown option keys are ignored with a warning.
-    """
-    options = dict(options or {})
-    known = {"workload", "suite", "suite_dir", "task_set", "load", "root", "episode", "any_nodes"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        warnings.warn(f"ignoring unknown reset option(s) {unknown}; known options: {sorted(known)}", stacklevel=3)
-    if "workload" in options:
-        workload = options["workload"]
-        if not isinstance(workload, Workload):
-            raise TypeError(f"options['workload'] must be a Workload, got {type(workload).__name__}")
-        return workload
-    if "suite" in options:
-        for key in ("root", "episode"):
-            if not isinstance(options.get(key, 0), (int, np.integer)) or isinstance(options.get(key, 0), bool):
-                raise TypeError(f"options[{key!r}] must be an int, got {options.get(key)!r}")
-        root, episode = int(options.get("root", 0)), int(options.get("episode", 0))
-        any_nodes = options.get("any_nodes", False)
-        if not isinstance(any_nodes, bool):
-            raise TypeError(f"options['any_nodes'] must be a bool, got {any_nodes!r}")
-        suite = options["suite"]
-        if suite != "eval":
-            if isinstance(suite, os.PathLike) or (isinstance(suite, str) and (suite.endswith(".npz") or os.path.isfile(suite))):
-                workload = load_suite_file(suite, root, episode, task_set=options.get("task_set", config.task_set))
-                if not any_nodes:
-                    _check_suite_nodes(suite_file_meta(suite), config.n_nodes, str(suite))
-                return workload
-            raise ValueError(f"unknown suite {suite!r}; use 'eval' (the committed suites, or with 'suite_dir' a directory of "
-                             "generated ones) or the path of a suite file")
-        task_set = options.get("task_set", config.task_set if config.bank_path is not None else config.task_set_name)
-        load = options.get("load", config.load)
-        suite_dir = options.get("suite_dir")
-        if suite_dir is None:
-            if config.bank_path is not None and "task_set" not in options:
-                raise ValueError(f"no committed evaluation suite for bank {config.task_set_name!r}: generate one with "
-                                 f"`python -m core_env.suites generate --task-set {config.task_set} --out DIR` and pass options "
-                                 "{'suite': 'eval', 'suite_dir': DIR, ...}")
-            if not isinstance(load, str):
-                raise ValueError(f"suites are pre-generated for named loads {sorted(LOADS)}, got load={load!r}")
-        workload = load_suite(task_set, load, root, episode, suite_dir)
-        if not any_nodes:
-            _check_suite_nodes(suite_meta(task_set, load, suite_dir), config.n_nodes, f"{task_set}/{load}")
-        return workload
-    if config.task_set == "stress":
-        return stress_workload(config.n_nodes)
-    return draw_workload(config.bank("train"), config.arrival_intensity, config.arrival_steps, rng, config.recipe, n_nodes=config.n_nodes,
-                         horizon=config.max_cycles)
+    return generator_from_options(config, options).workload(rng)

@@ -38,7 +38,8 @@ from core_env import features
 from core_env.config import TASK_SETS
 from core_env.curves import CurveBank, bank_for
 from core_env.parallel import DiscreteCoREParallelEnv
-from core_env.workload import Workload, stress_bank
+from core_env.curves.stress import stress_bank
+from core_env.workload import Workload
 
 __all__ = ["EpisodeRecorder", "FinalEpisode", "FlattenObservation", "LongerHistory", "MaskToInfo", "OracleDemand", "RLlibKeys", "replay"]
 

@@ -17,7 +17,7 @@ from core_env.workload import Workload, draw_workload
 from mara_agents.heuristics import EDF, RandomAgent
 from mara_agents.mat.agent import MATAgent, load_policy, save_policy
 from mara_agents.mat.imitation import DEMONSTRATIONS_FILE, Demonstrations
-from mara_agents.mat.model import _MASKED, MATConfig, MATModel, Tokens, autoregressive_masks, parse_observation
+from mara_agents.mat.model import _MASKED, MATConfig, MATModel, Tokens, autoregressive_masks, observation_tokens
 from mara_agents.mat.ppo import STATE_FILE, PPOConfig, Trainer
 from mara_agents.predictors import WLS
 from mara_agents.predictors.features import SlotPredictions, predictor_observations
@@ -205,16 +205,16 @@ def test_agent_rebuilds_training_predictor_features():
         got = agent._features(obs, sim.K)  # an ObservedFeatures
         np.testing.assert_allclose(got, full[:, 0, obs.shape[2]:], atol=2e-4)
         # Tokens from plain observations plus predictions are those of the observations that carry them.
-        tokens = parse_observation(obs, sim.K, agent.config, got)
-        expected = parse_observation(np.concatenate([obs, np.broadcast_to(got[:, None], (sim.B, sim.N, got.shape[1]))], 2), sim.K, agent.config)
+        tokens = observation_tokens(obs, sim.K, agent.config, got)
+        expected = observation_tokens(np.concatenate([obs, np.broadcast_to(got[:, None], (sim.B, sim.N, got.shape[1]))], 2), sim.K, agent.config)
         assert all(torch.equal(a, b) for a, b in zip(tokens, expected))
         sim.step(RandomAgent(seed=int(rng.integers(1 << 30))).act(obs, mask))
         steps += 1
     assert steps > 80
     with pytest.raises(ValueError, match="predictions must be"):
-        parse_observation(obs, sim.K, agent.config, got[:, :-1])
+        observation_tokens(obs, sim.K, agent.config, got[:, :-1])
     with pytest.raises(ValueError, match="predictions must be"):
-        parse_observation(obs, sim.K, MATConfig(), got)
+        observation_tokens(obs, sim.K, MATConfig(), got)
 
 
 # --------------------------------------------------------------------------------------------------

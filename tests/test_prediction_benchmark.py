@@ -222,7 +222,7 @@ def test_probes_are_fitted_on_train_workloads_not_on_the_evaluation_suite(tiny_r
     assert {name: p.parameters() for name, p in refit.items()} == tiny_result["probes"]["id"]
     # Replace the evaluation suite: the scored points change, the fitted probes do not.
     other = load_suite("id", "train", 3, 2)
-    monkeypatch.setattr(prediction, "load_suite", lambda task_set, load, root, episode: other)
+    monkeypatch.setattr(prediction.SuiteEpisode, "workload", lambda self, rng=None: other)
     replaced = prediction.evaluate(rows=("oracle", *dp.PROBE_ROWS), **TINY)
     assert replaced["probes"] == tiny_result["probes"]
     assert replaced["counts"]["id"]["edf"]["points"] != tiny_result["counts"]["id"]["edf"]["points"]

@@ -31,6 +31,8 @@ SPLITS = ("train", "eval")
 SOURCES = ("corpus", "prior")
 #: Task sets backed by the committed corpus (the names ``bank_for`` resolves without a file).
 CORPUS_TASK_SETS = ("id", "rl_ood", "vit_ood")
+#: Every built-in task set: the corpus's, and ``stress``, the constructed scenario (:mod:`core_env.curves.stress`).
+TASK_SETS: tuple[str, ...] = CORPUS_TASK_SETS + ("stress",)
 #: How to make a bank file, for error messages.
 IMPORT_HINT = "import your curves into one with `python -m core_env.curves import CURVES.csv --out BANK.npz` (docs/tutorials/bring-your-own-curves.md)"
 
@@ -89,8 +91,6 @@ _BANKS: dict[tuple[str, str, str], CurveBank] = {}  # (resolved path, sha256, sp
 
 def is_bank_path(task_set: Any) -> bool:
     """Whether ``task_set`` is meant as a bank file's path: a path-like, or a string that is not a built-in name."""
-    from core_env.config import TASK_SETS
-
     if isinstance(task_set, os.PathLike):
         return True
     return isinstance(task_set, str) and task_set not in TASK_SETS
@@ -165,5 +165,5 @@ def bank_file_bank(path: str | os.PathLike, split: str = "train", expect_sha256:
     return bank
 
 
-__all__ = ["BankFile", "CORPUS_TASK_SETS", "CurveBank", "DIVERGED", "IMPORT_HINT", "LOSS_FLOOR", "NON_LEARNER", "SOURCES", "SPLITS",
+__all__ = ["BankFile", "CORPUS_TASK_SETS", "TASK_SETS", "CurveBank", "DIVERGED", "IMPORT_HINT", "LOSS_FLOOR", "NON_LEARNER", "SOURCES", "SPLITS",
            "bank_file", "bank_file_bank", "bank_for", "file_sha256", "is_bank_path"]

@@ -42,7 +42,7 @@ from mara_agents.mat.model import (
     PREDICTOR_FEATURES,
     MATConfig,
     MATModel,
-    parse_observation,
+    observation_tokens,
 )
 from mara_agents.predictors.features import ObservedFeatures
 from mara_agents.protocols import Agent
@@ -221,7 +221,7 @@ class MATAgent(Agent):
             raise ValueError(f"observation length D={D} does not fit this MAT checkpoint: it reads env observations with history "
                              f"H={self.config.history}, i.e. D={expected} for K={K} slots{hint}")
         extra = None if self._features is None else self._features(observation, K)
-        tokens = parse_observation(observation, K, self.config, extra)
+        tokens = observation_tokens(observation, K, self.config, extra)
         if self.device.type != "cpu":
             tokens = type(tokens)(*(t.to(self.device) for t in tokens))
         mask = torch.as_tensor(action_mask.astype(bool), device=self.device)

@@ -128,7 +128,7 @@ class Tokens(NamedTuple):
     last: torch.Tensor  # (B, N) int64 slot served last step, -1 when idle
 
 
-def parse_observation(observation: np.ndarray | torch.Tensor, n_slots: int, config: MATConfig,
+def observation_tokens(observation: np.ndarray | torch.Tensor, n_slots: int, config: MATConfig,
                       predictions: np.ndarray | None = None) -> Tokens:
     """Split (B, N, D) observations into :class:`Tokens`; ValueError if D does not fit the layout.
 

@@ -33,6 +33,12 @@ clip fraction, explained variance, entropy, losses, env-steps/s, training comple
 minutes (and once at the start, on the random initialisation) a deterministic evaluation on fixed seeded
 *training-curve* workloads.
 
+The file reads in CleanRL's order: the arguments (:mod:`mara_agents.mat.ppo_config`: hyperparameters,
+their limits, the command line), the environments, the model's play, the value normaliser, then the
+:class:`Trainer`'s rollout (:meth:`Trainer.collect`), advantages (:meth:`Trainer.advantages`, GAE), PPO
+epochs (:meth:`Trainer.update`) and diagnostics; checkpoint I/O and resume compatibility live in
+:mod:`mara_agents.mat.train_state`.
+
 Outputs in OUT: ``train_state.pt`` (everything needed to resume: model, optimizer, value normalizer,
 RNG states, counters, elapsed wall time; written atomically every few minutes, at the end and on
 Ctrl-C / SIGTERM) and, at the end, ``mat.pt`` (policy only) with its manifest ``mat.json``.
@@ -41,7 +47,6 @@ Environments are not checkpointed: a resumed run starts fresh episodes.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -56,156 +61,36 @@ from typing import Any
 import numpy as np
 import torch
 
-from core_env.config import LOADS, EnvConfig
+from core_env.config import EnvConfig
 from core_env.npz import write_atomic
-from core_env.recipe import DEFAULT_RECIPE
 from core_env.vector import DiscreteCoREVectorEnv
-from core_env.workload import Workload, draw_workload
+from core_env.generators import generator_for
+from core_env.workload import Workload
 from mara_agents import rollout
-from mara_agents.checkpoint_files import non_finite_tensors, read_checked, refuse_non_finite, write_checked
+from mara_agents.checkpoint_files import non_finite_tensors
 from mara_agents.mat.agent import POLICY_FILE, make_predictor, save_policy
-from mara_agents.mat.model import MATConfig, MATModel, Tokens, parse_observation
+from mara_agents.mat.model import MATConfig, MATModel, Tokens, observation_tokens
+from mara_agents.mat.ppo_config import ENV_FLAGS, LIMITS, VARIANTS, PPOConfig, parse_args, parse_command  # noqa: F401  (the trainer's arguments)
+from mara_agents.mat.train_state import (ADDED_ENV_FIELDS, METRICS_FILE, STATE_FILE, STATE_FORMAT, env_summary,  # noqa: F401
+                                         identity, provenance, read_state, saved_env, write_state)
 from mara_agents.predictors.features import predictor_observation
 
-#: variant -> (predictor feature set, reward mode)
-VARIANTS: dict[str, tuple[str | None, str]] = {
-    "mara": ("fm", "shaped"),
-    "mara-wls": ("wls", "shaped"),
-    "mara-sparse": ("fm", "sparse"),
-    "mat": (None, "shaped"),
-    "mara-pfn": ("pfn", "shaped"),
-}
-STATE_FORMAT = "mara_agents.mat.train/1"
-STATE_FILE, METRICS_FILE = "train_state.pt", "metrics.jsonl"
 #: Seed of the fixed evaluation workloads (training curves), the same for every training seed.
 EVAL_SEED = 20260901
 
 WorkloadFn = Callable[[np.random.Generator], Workload]
 
-_GT, _GE, _LE, _LT = (lambda v, b: v > b), (lambda v, b: v >= b), (lambda v, b: v <= b), (lambda v, b: v < b)
-_INF = (math.inf, _LT)
-#: Upper bounds of the integer hyperparameters that keep a run within what one machine can hold (a seed
-#: within torch's and numpy's range); the others are unbounded above.
-_CAPS = {"seed": 2**32 - 1, "num_envs": 4096, "env_groups": 4096, "rollout": 100_000, "epochs": 1000, "minibatches": 1_000_000,
-         "d_model": 4096, "n_heads": 256, "enc_layers": 64, "dec_layers": 64, "eval_episodes": 100_000, "threads": 1024,
-         "demo_episodes": 100_000, "bc_batch": 1_000_000, "steps": 10**12, "bc_until": 10**9}
-
-
-def _int_range(name: str, low: int) -> tuple[tuple[float, Callable], tuple[float, Callable], str]:
-    return (low, _GE), ((_CAPS[name], _LE) if name in _CAPS else _INF), "int"
-
-
-#: Allowed range of every numeric hyperparameter: name -> ((low, op), (high, op), "int" | "float").
-#: Checked before anything is built, so NaN, inf, negative, zero or oversized values never reach training.
-LIMITS: dict[str, tuple[tuple[float, Callable], tuple[float, Callable], str]] = {
-    **{name: ((0, _GT), _INF, "float") for name in ("minutes", "lr", "adam_eps", "clip", "max_grad_norm", "eval_minutes", "save_minutes")},
-    **{name: _int_range(name, 1) for name in ("steps", "num_envs", "env_groups", "rollout", "epochs", "minibatches", "d_model",
-                                              "n_heads", "enc_layers", "dec_layers", "eval_episodes", "threads", "demo_episodes", "bc_batch")},
-    **{name: ((0, _GE), _INF, "float") for name in ("ent_coef", "vf_coef", "bc_epochs", "bc_coef")},
-    "bc_until": _int_range("bc_until", 0),
-    "seed": _int_range("seed", 0),
-    "gamma": ((0, _GT), (1, _LE), "float"),
-    "gae_lambda": ((0, _GE), (1, _LE), "float"),
-    "value_norm_decay": ((0, _GE), (1, _LT), "float"),
-    "bc_decay": ((0, _GE), (1, _LE), "float"),
-}
-
-
-def _interval(low: tuple[float, Callable], high: tuple[float, Callable]) -> str:
-    left = f"> {low[0]}" if low[1] is _GT else f">= {low[0]}"
-    return left if high[0] == math.inf else f"{left} and {'<=' if high[1] is _LE else '<'} {high[0]}"
-
-
 class TrainingDiverged(RuntimeError):
     """A loss or a parameter became NaN or infinite: training stops and no checkpoint is written."""
 
 
-@dataclasses.dataclass
-class PPOConfig:
-    """Hyperparameters (CLI flags of the same names, with dashes)."""
-
-    variant: str = "mara"
-    seed: int = 0
-    minutes: float | None = None  # wall-clock budget over all (resumed) runs
-    steps: int | None = None  # env-step budget
-    # 256 environments in 8 groups of 32 (one batched FM call per step over all of them), 16 steps each per
-    # iteration, 2 epochs x 2 minibatches of 2,048 samples: >= 1.5k env-steps/s on 2 cores at d_model 64
-    # (d_model 32 is ~1.5x faster but costs 0.4-3.5 completion points; docs/agents.md, trainer throughput)
-    num_envs: int = 256
-    env_groups: int = 8
-    rollout: int = 16  # steps per environment per iteration
-    epochs: int = 2
-    minibatches: int = 2
-    lr: float = 5e-4
-    adam_eps: float = 1e-5
-    clip: float = 0.2
-    ent_coef: float = 0.01
-    vf_coef: float = 1.0
-    max_grad_norm: float = 1.0
-    gamma: float = 1.0
-    gae_lambda: float = 0.95
-    value_norm_decay: float = 0.99
-    d_model: int = 64
-    n_heads: int = 2
-    enc_layers: int = 1
-    dec_layers: int = 1
-    eval_episodes: int = 16
-    eval_minutes: float = 3.0  # wall minutes between evaluations
-    save_minutes: float = 3.0  # wall minutes between checkpoints
-    threads: int = 1
-    # Teacher warm start (mara_agents.mat.imitation): "" for none, else an allocator or heuristic name ("lara-fm")
-    teacher: str = ""
-    demo_episodes: int = 128  # seeded training-curve episodes the teacher plays
-    bc_epochs: float = 6.0  # behaviour-cloning passes over the demonstrations
-    bc_batch: int = 512
-    bc_coef: float = 1.0  # DAPG weight of the demonstrations' cross-entropy during PPO ...
-    bc_decay: float = 0.99  # ... multiplied by this every PPO update ...
-    bc_until: int = 64  # ... and zero from this PPO update on (pure PPO after it)
-
-    def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ValueError(f"unknown variant {self.variant!r}; choose from {list(VARIANTS)}")
-        if self.minutes is None and self.steps is None:
-            raise ValueError("give a stop condition: minutes and/or steps")
-        for name, (low, high, kind) in LIMITS.items():
-            value = getattr(self, name)
-            if value is None and name in ("minutes", "steps"):
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind == "int" and not float(value).is_integer()):
-                raise ValueError(f"{name} must be a{'n integer' if kind == 'int' else ' number'}, got {value!r}")
-            if not math.isfinite(value) or not low[1](value, low[0]) or not high[1](value, high[0]):
-                raise ValueError(f"{name} must be {'an integer' if kind == 'int' else 'a finite number'} {_interval(low, high)}, got {value!r}")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} must be a multiple of n_heads={self.n_heads}")
-        if self.num_envs % self.env_groups:
-            raise ValueError(f"num_envs={self.num_envs} must be a multiple of env_groups={self.env_groups}")
-        if self.num_envs * self.rollout < self.minibatches:
-            raise ValueError("num_envs * rollout must be at least minibatches")
-        if self.teacher:
-            from mara_agents.mat.imitation import check_teacher
-
-            check_teacher(self.teacher)
-
-    @property
-    def predictor(self) -> str | None:
-        return VARIANTS[self.variant][0]
-
-    @property
-    def reward(self) -> str:
-        return VARIANTS[self.variant][1]
-
-    def model_config(self, history: int) -> MATConfig:
-        return MATConfig(history=history, predictor=self.predictor, d_model=self.d_model, n_heads=self.n_heads,
-                         enc_layers=self.enc_layers, dec_layers=self.dec_layers)
-
-
 def training_workloads(config: EnvConfig) -> WorkloadFn:
-    """Seeded workloads of ``config``'s task set on its *train* curves at its load, by ``config.recipe``
-    (as ``reset(seed=...)`` draws them; a bank file's train split)."""
-    if config.task_set == "stress":
-        raise ValueError("the stress scenario is evaluation-only; train on a task set with training curves")
-    bank = config.bank("train")
-    return lambda rng: draw_workload(bank, config.arrival_intensity, config.arrival_steps, rng, config.recipe, n_nodes=config.n_nodes)
+    """Seeded workloads of ``config``'s own generator (:func:`core_env.generators.generator_for`: its task
+    set's *train* curves at its load, by ``config.recipe``, as ``reset(seed=...)`` draws them)."""
+    generator = generator_for(config)
+    if not generator.trains:
+        raise ValueError(f"task_set={config.task_set!r} is evaluation-only; train on a task set with training curves")
+    return generator.workload
 
 
 # --------------------------------------------------------------------------------------------------
@@ -230,7 +115,7 @@ def play(model: MATModel, model_config: MATConfig, envs: DiscreteCoREVectorEnv, 
     K = envs.batch.K
 
     def act(observation: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return model.decide(parse_observation(observation, K, model_config), torch.from_numpy(mask.astype(bool)), deterministic, generator).numpy()
+        return model.decide(observation_tokens(observation, K, model_config), torch.from_numpy(mask.astype(bool)), deterministic, generator).numpy()
 
     with torch.inference_mode():
         return rollout.final_statistics(rollout.play(envs, act, workloads, observe=predictor_observation))
@@ -277,55 +162,6 @@ class ValueNormalizer:
 
 
 # --------------------------------------------------------------------------------------------------
-# Checkpoints
-
-
-#: EnvConfig fields added after training states were first saved, with the value a state saved before them
-#: implies (a resumed run that predates ``recipe`` drew its workloads by the default recipe).
-ADDED_ENV_FIELDS = {"recipe": DEFAULT_RECIPE}
-
-
-def saved_env(identity: dict[str, Any]) -> dict[str, Any]:
-    """The ``env`` part of a saved training identity, with fields it predates (:data:`ADDED_ENV_FIELDS`) at their implied values."""
-    implied = {name: json.loads(json.dumps(dataclasses.asdict(value), default=str)) for name, value in ADDED_ENV_FIELDS.items()}
-    return {**implied, **identity}
-
-
-def provenance(config: EnvConfig, cfg: PPOConfig) -> dict[str, Any]:
-    """What a policy manifest records of where its training data came from: the environment version, the
-    data split (seeded draws on the task set's train curves), the train bank's fingerprint, the sha256 of
-    the committed evaluation suites of its task set (never trained on), and the FM checkpoint's sha256
-    when the variant sees FM features."""
-    from core_env.parallel import DiscreteCoREParallelEnv
-    from core_env.workload import suite_sha256
-
-    suites = {}
-    for load in LOADS:  # every committed evaluation load of the task set (a custom task set has none)
-        try:
-            suites[f"{config.task_set_name}/{load}"] = suite_sha256(config.task_set_name, load)
-        except (OSError, ValueError, KeyError):
-            continue
-    out = {"env_version": DiscreteCoREParallelEnv.metadata["name"], "data_split": f"seeded workloads on the {config.task_set_name!r} train curves",
-           "train_bank_fingerprint": config.bank("train").fingerprint, "evaluation_suites_sha256": suites}
-    if cfg.predictor == "fm":
-        from mara_agents.predictors.flow_matching import DEFAULT_CHECKPOINT
-
-        out["fm_sha256"] = json.loads(Path(DEFAULT_CHECKPOINT).with_suffix(".json").read_text())["sha256"]
-    if cfg.predictor == "pfn":
-        from mara_agents.predictors.pfn import DEFAULT_CHECKPOINT as PFN_CHECKPOINT
-
-        out["pfn_sha256"] = json.loads(Path(PFN_CHECKPOINT).with_suffix(".json").read_text())["sha256"]
-    return out
-
-
-def env_summary(config: EnvConfig) -> dict[str, Any]:
-    """JSON-able description of an EnvConfig (a custom CurveBank is named by its name)."""
-    out = dataclasses.asdict(config)
-    out["task_set"] = config.task_set_name
-    return out
-
-
-# --------------------------------------------------------------------------------------------------
 # The trainer
 
 
@@ -369,12 +205,11 @@ class Trainer:
 
     # ------------------------------------------------------------------ state
     def _identity(self) -> dict[str, Any]:
-        """What must match for a resume (budgets and logging intervals may change)."""
-        keep = {k: v for k, v in dataclasses.asdict(self.cfg).items() if k not in ("minutes", "steps", "eval_minutes", "save_minutes", "threads")}
-        return {"ppo": keep, "model": self.model_config.to_dict(), "env": env_summary(self.env_config)}
+        """What must match for a resume (:func:`mara_agents.mat.train_state.identity`)."""
+        return identity(self.cfg, self.model_config, self.env_config)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"format": STATE_FORMAT, "identity": json.loads(json.dumps(self._identity(), default=str)),
+        return {"format": STATE_FORMAT, "identity": self._identity(),
                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "value_norm": self.value_norm.state_dict(),
                 "workload_rng": self.workload_rng.bit_generator.state, "generator": self.generator.get_state(),
                 "counters": {"env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes, "elapsed": self.elapsed,
@@ -383,26 +218,14 @@ class Trainer:
 
     def save(self) -> None:
         self.check_finite("training")  # a diverged state is never written
-        write_checked(self.out / STATE_FILE, self.state_dict())
+        write_state(self.out / STATE_FILE, self.state_dict())
 
     def load(self) -> bool:
         """Resume from ``out/train_state.pt`` if it exists; ValueError if it belongs to another run or fails
-        its checksum (:func:`mara_agents.checkpoint_files.read_checked`)."""
-        path = self.out / STATE_FILE
-        if not path.exists():
+        its checksum (:func:`mara_agents.mat.train_state.read_state`)."""
+        state = read_state(self.out / STATE_FILE, self._identity())
+        if state is None:
             return False
-        state = read_checked(path, "a MAT training state")
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            found = state.get("format") if isinstance(state, dict) else type(state).__name__
-            raise ValueError(f"{path} is not a MAT training state (format {found!r}, expected {STATE_FORMAT!r})")
-        refuse_non_finite(state["model"], f"training state {path}")
-        mine = json.loads(json.dumps(self._identity(), default=str))
-        saved = {**state["identity"], "env": saved_env(state["identity"]["env"])}
-        for part in ("ppo", "model", "env"):
-            for key in sorted(set(mine[part]) | set(saved[part])):
-                if mine[part].get(key) != saved[part].get(key):
-                    raise ValueError(f"{path} was trained with {part}.{key}={saved[part].get(key)!r}, this run has "
-                                     f"{mine[part].get(key)!r}: use another --out or the same settings to resume")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.value_norm.load_state_dict(state["value_norm"])
@@ -438,7 +261,7 @@ class Trainer:
         return [self.workload_fn(self.workload_rng) for _ in range(count)]
 
     def _tokens(self, observation: np.ndarray) -> Tokens:
-        return parse_observation(observation, self.env_config.n_slots, self.model_config)
+        return observation_tokens(observation, self.env_config.n_slots, self.model_config)
 
     def collect(self) -> dict[str, torch.Tensor] | None:
         """One rollout of ``cfg.rollout`` steps of every environment (None if a stop was requested).
@@ -596,7 +419,7 @@ class Trainer:
             rng = np.random.default_rng([self.cfg.seed, 2])
             workloads = [self.workload_fn(rng) for _ in range(self.cfg.demo_episodes)]
             envs = training_envs(self.env_config, len(workloads), self._predictor)
-            parse = lambda obs: parse_observation(obs, self.env_config.n_slots, self.model_config)  # noqa: E731
+            parse = lambda obs: observation_tokens(obs, self.env_config.n_slots, self.model_config)  # noqa: E731
             self.demos = imitation.collect_demonstrations(self._teacher(), envs, workloads, parse)
             self.demos.save(path)
         if self.pretrained:
@@ -769,46 +592,6 @@ class Trainer:
 
 # --------------------------------------------------------------------------------------------------
 # Command line
-
-
-#: Environment flags of the command line (EnvConfig fields); unset ones keep EnvConfig's defaults.
-ENV_FLAGS = {"n_nodes": int, "n_slots": int, "load": str, "task_set": str}
-
-
-def parse_command(argv: list[str] | None = None) -> tuple[PPOConfig, Path, EnvConfig]:
-    """(hyperparameters, output directory, environment) of a command line; exit 2 with the reason on bad input."""
-    parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.ppo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="output directory (rerun the same command to resume)")
-    for field in dataclasses.fields(PPOConfig):
-        default = field.default
-        kind = {"minutes": float, "steps": int}.get(field.name, type(default))
-        flag = "--" + field.name.replace("_", "-")
-        if field.name == "variant":
-            parser.add_argument(flag, choices=list(VARIANTS), default=default)
-        else:
-            parser.add_argument(flag, type=kind, default=default, help=f"default {default}")
-    env = parser.add_argument_group("environment (EnvConfig; default: the benchmark's N = 4, K = 16, train load, id task set)")
-    for name, kind in ENV_FLAGS.items():
-        env.add_argument("--" + name.replace("_", "-"), type=kind, default=None,
-                         help="a load name (train, x1.25, x1.5, x2) or an intensity per node in (0, 1]" if name == "load" else None)
-    args = vars(parser.parse_args(argv))
-    out = args.pop("out")
-    env_kwargs = {name: args.pop(name) for name in ENV_FLAGS}
-    env_kwargs = {name: value for name, value in env_kwargs.items() if value is not None}
-    if "load" in env_kwargs and env_kwargs["load"] not in LOADS:
-        try:
-            env_kwargs["load"] = float(env_kwargs["load"])
-        except ValueError:
-            parser.error(f"--load must be one of {sorted(LOADS)} or a number in (0, 1], got {env_kwargs['load']!r}")
-    try:
-        return PPOConfig(**args), out, EnvConfig(**env_kwargs)
-    except (ValueError, TypeError) as error:
-        parser.error(str(error))
-
-
-def parse_args(argv: list[str] | None = None) -> tuple[PPOConfig, Path]:
-    """(hyperparameters, output directory) of a command line (:func:`parse_command` without the environment)."""
-    return parse_command(argv)[:2]
 
 
 def main(argv: list[str] | None = None) -> None:

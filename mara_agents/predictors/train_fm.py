@@ -52,7 +52,8 @@ from tqdm import tqdm
 
 from core_env.curves import LOSS_FLOOR, CurveBank
 from core_env.curves import corpus as corpus_module
-from core_env.workload import DEFAULT_RECIPE, TaskRecipe, draw_workload
+from core_env.generators import Drawn
+from core_env.workload import DEFAULT_RECIPE, TaskRecipe
 from mara_agents.predictors import PREDICTORS
 from mara_agents.predictors.flow_matching import (
     DEFAULT_CHECKPOINT,
@@ -127,7 +128,7 @@ def simulate_examples(bank: CurveBank, count: int, rng: np.random.Generator, bin
     starts = np.concatenate([[0], np.cumsum(widths)[:-1]])
     parts, total = [], 0
     while total < count:
-        tasks = draw_workload(bank, 1.0, SIMULATION_CHUNK, rng, recipe, n_nodes=1)
+        tasks = Drawn(bank, 1.0, SIMULATION_CHUNK, recipe, n_nodes=1).workload(rng)
         window = (tasks.deadline - tasks.arrival).astype(np.float64)
         limit = np.minimum(tasks.demand, window) - 1.0
         keep = np.flatnonzero(limit >= 1)

@@ -1,0 +1,12 @@
+"""Live execution: the schedulers' tasks as real training runs (issue 32; first part).
+
+:mod:`core_env.live.tasks` — the live task protocol (train ``n`` batches, ``state_dict`` /
+``load_state_dict``) and the corpus MLP runs as live tasks; :mod:`core_env.live.source` — the live
+task source through the engine's task-source seam (:mod:`core_env.task_source`) and the offline
+recording of the same runs as a curve bank, so one workload plays live and in simulation.
+"""
+
+from core_env.live.source import LiveSource, record_bank
+from core_env.live.tasks import LIVE_FAMILIES, CorpusMLPTask, LiveTask, TaskSpec, build_task
+
+__all__ = ["CorpusMLPTask", "LIVE_FAMILIES", "LiveSource", "LiveTask", "TaskSpec", "build_task", "record_bank"]
