@@ -479,12 +479,19 @@ reports from any object with `report(sim, served) -> losses` (`core_env.task_sou
 two compiled halves around `S.report` with the same rule functions, so a live source (real training
 runs) needs no second copy of the rules. `CurveSource` is the curve bank behind this seam, and gives
 the compiled step's episodes bit for bit (tests/test_task_source.py); a source that raises, or reports a
-non-finite loss, leaves the state as it was before the step. `core_env.live.LiveSource` is a live
-source: each served task is a real training run (`core_env.live.TaskSpec`: a corpus MLP family and run,
-or your own `"module:factory"`) that trains the whole batches its service reaches and reports their mean
-loss; `core_env.live.record_bank` records the same runs offline as a curve bank, so one workload plays
-live and in simulation (tests/test_live.py; so far in one process: worker nodes, wall-clock slices and
-measured migration costs are still to come).
+non-finite loss, leaves the state as it was before the step. A source may also say how many batches
+each task really trained (`Reports(loss, batches)`); those become the tasks' progress. Every view takes
+a source as `task_source=` (`parallel_env(task_source=S)`, `DiscreteCoREEnv`, the vector env), so any
+agent runs on it unchanged.
+
+`core_env.live.LiveSource` is the live source (docs/fidelity.md): each served task is a real training
+run (`core_env.live.TaskSpec`: a corpus family and run, or your own `"module:factory"`) on the worker of
+the node serving it (`core_env.live.workers.make_nodes(N, backend)`: `"process"`, one process per node;
+`"ray"`, one Ray actor per node, `address=` a cluster's; `"inprocess"`). With `slice_s=None` a service
+trains the whole batches the rules planned (deterministic: the episode equals its simulation on
+`core_env.live.record_bank`, the same runs recorded offline as a curve bank); with `slice_s=seconds` a
+step is a wall-clock slice and each task trains what its node manages, less the time to move its state
+from the node that last held it. A dead worker fails the step with `NodeFailure` and changes nothing.
 
 **Performance**: `python -m benchmarks perf` measures every view's env-steps/s, their ratios to a minimal
 ParallelEnv that only builds the same dicts (paired round by round; targets: PettingZoo ≥ 0.5×, the batched

@@ -13,6 +13,7 @@ import numpy as np
 
 from core_env.config import EnvConfig
 from core_env.sim import StepOutcome
+from core_env.task_source import TaskSource, check_source
 from core_env.vector import EPISODE_KEYS, NODE_KEYS, TEAM_KEYS, EnvBatch
 from core_env.workload import Workload
 
@@ -38,10 +39,12 @@ class TraceRecorder:
 
 class Episode:
     """A single environment (an :class:`EnvBatch` of B = 1): reset from a seed or a chosen workload, step
-    with an (N,) action array."""
+    with an (N,) action array. ``task_source``: what served tasks report (:mod:`core_env.task_source`;
+    default the curve bank), e.g. a :class:`core_env.live.LiveSource` whose tasks train for real."""
 
-    def __init__(self, config: EnvConfig) -> None:
+    def __init__(self, config: EnvConfig, task_source: TaskSource | None = None) -> None:
         self.batch = EnvBatch(config, 1)
+        self.batch.source = check_source(task_source)
         self.workload: Workload | None = None
         self.recorder = TraceRecorder()
         if config.render_mode == "rgb_array":

@@ -24,7 +24,8 @@ from core_env.vector import OBSERVATIONS, check_seed, single_observation_space
 
 
 class DiscreteCoREEnv(gym.Env):
-    """Discrete-node CoRE-Learning, centralized (keyword arguments: see :class:`EnvConfig`).
+    """Discrete-node CoRE-Learning, centralized (keyword arguments: see :class:`EnvConfig`, and
+    ``task_source``: what served tasks report, default the curve bank; :mod:`core_env.task_source`).
 
     ``observation="compact"`` returns the slot table once instead of once per node:
     ``{"nodes": (N, 3), "global": (3,), "slots": (K, F), "action_mask": (N, K + 1)}`` (docs/env.md, Vector env).
@@ -35,8 +36,9 @@ class DiscreteCoREEnv(gym.Env):
     def __init__(self, observation: str = "per_node", **kwargs: Any) -> None:
         if observation not in OBSERVATIONS:
             raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
+        task_source = kwargs.pop("task_source", None)
         config = make_config(**kwargs)
-        self.episode = Episode(config)
+        self.episode = Episode(config, task_source)
         self.render_mode = config.render_mode
         self.observation_kind = observation
         self.observation_space = single_observation_space(config, observation)

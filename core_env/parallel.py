@@ -47,13 +47,15 @@ def scalar_action(value: Any, agent: str, n_slots: int) -> int:
 
 
 class DiscreteCoREParallelEnv(ParallelEnv):
-    """Discrete-node CoRE-Learning as a PettingZoo ParallelEnv (keyword arguments: see :class:`EnvConfig`)."""
+    """Discrete-node CoRE-Learning as a PettingZoo ParallelEnv (keyword arguments: see :class:`EnvConfig`,
+    and ``task_source``: what served tasks report, default the curve bank; :mod:`core_env.task_source`)."""
 
     metadata = {"name": "discrete_core_v1", "render_modes": ["ansi", "rgb_array", "human"], "is_parallelizable": True, "render_fps": 4}
 
     def __init__(self, **kwargs: Any) -> None:
+        task_source = kwargs.pop("task_source", None)
         config = make_config(**kwargs)
-        self.episode = Episode(config)
+        self.episode = Episode(config, task_source)
         self.render_mode = config.render_mode
         self.possible_agents = [node_name(i) for i in range(config.n_nodes)]
         self.agents: list[str] = []

@@ -359,11 +359,14 @@ class Simulator:
         tails = {arena: self._arenas[arena][start:].copy() for arena, start in self._outcome_from.items()}
         self.raise_for(dynamics.start_step(actions, self._state), actions)
         try:
-            self.arrays.reported[...] = reports_of(source, self)
+            reported, trained = reports_of(source, self)
         except BaseException:
             for arena, start in self._outcome_from.items():  # nothing but the last outcome was written: put it back
                 self._arenas[arena][start:] = tails[arena]
             raise
+        self.arrays.reported[...] = reported
+        if trained is not None:
+            self.arrays.batches[...] = trained
         dynamics.end_step(self._state)
         return self.outcome()
 

@@ -9,7 +9,9 @@ to :meth:`core_env.sim.Simulator.step` (``source=``); the step then runs in two 
 
 1. the nodes' choices are resolved and each serving node's batches set (rules 1–2);
 2. ``source.report(sim, served)`` returns the loss of every served task (:class:`Served` says which
-   tasks, on which node, how many batches, from which position);
+   tasks, on which node, how many batches, from which position), or a :class:`Reports` that also says
+   how many batches each task really trained (a live source on wall-clock slices: what a node achieved
+   in the slice, not what the rules planned); those batches are the tasks' progress from then on;
 3. the reports are kept, completions free slots, deadlines pass, tasks arrive, rewards are paid (rules
    2–7).
 
@@ -46,12 +48,21 @@ class Served(NamedTuple):
     progress: np.ndarray
 
 
+class Reports(NamedTuple):
+    """What a source reports for the M served tasks: ``loss`` (M,) the mean loss over the batches each
+    trained, and ``batches`` (M,) how many it trained (finite, >= 0), when that differs from the plan."""
+
+    loss: np.ndarray
+    batches: np.ndarray
+
+
 class TaskSource(Protocol):
     """Supplies the loss each served task reports (module docstring)."""
 
-    def report(self, sim: Simulator, served: Served) -> np.ndarray:
+    def report(self, sim: Simulator, served: Served) -> np.ndarray | Reports:
         """(M,) float64: the loss task ``served.task[j]`` of env ``served.env[j]`` reports after training
-        ``served.batches[j]`` batches from position ``served.progress[j]`` (the mean loss over them)."""
+        ``served.batches[j]`` batches from position ``served.progress[j]`` (the mean loss over them); or
+        :class:`Reports` with the batches each task trained instead."""
         ...
 
 
@@ -64,26 +75,46 @@ def served_of(sim: Simulator) -> Served:
     return Served(env, slot, node, sim.task[env, slot].copy(), a.batches[env, node].copy(), sim.progress[env, slot].copy())
 
 
-def reports_of(source: TaskSource, sim: Simulator) -> np.ndarray:
-    """(B, K) the reports of ``source`` for the served slots (0 elsewhere), checked.
+def _checked(name: str, served: Served, values: np.ndarray, what: str, low: float) -> np.ndarray:
+    """``values`` as (M,) float64, each finite and >= ``low`` (ValueError naming the first bad one)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != served.env.shape:
+        raise ValueError(f"{name} returned {what} of shape {values.shape}, expected ({len(served.env)},): one per served task")
+    bad = ~(np.isfinite(values) & (values >= low))
+    if np.any(bad):
+        j = int(np.flatnonzero(bad)[0])
+        rule = "finite" if low == -np.inf else f"finite and >= {low:g}"
+        raise ValueError(f"{name} returned {what} {float(values[j])!r} for task {int(served.task[j])} of env {int(served.env[j])}: "
+                         f"{what} must be {rule}")
+    return values
+
+
+def check_source(source: object) -> TaskSource | None:
+    """``source`` if it is None or has a ``report`` method (TypeError naming what it got otherwise)."""
+    if source is not None and not callable(getattr(source, "report", None)):
+        raise TypeError(f"task_source must be a TaskSource (an object with a report(sim, served) method), got {type(source).__name__}")
+    return source
+
+
+def reports_of(source: TaskSource, sim: Simulator) -> tuple[np.ndarray, np.ndarray | None]:
+    """(B, K) the losses ``source`` reports for the served slots (0 elsewhere), and (B, N) the batches
+    each serving node trained (None when the source keeps the plan), checked.
 
     Raises:
         TypeError: ``source`` has no ``report`` method.
-        ValueError: its reports are not M finite numbers.
+        ValueError: its losses are not M finite numbers, or its batches not M finite numbers >= 0.
     """
-    if not callable(getattr(source, "report", None)):
-        raise TypeError(f"source must be a TaskSource (an object with a report(sim, served) method), got {type(source).__name__}")
-    served = served_of(sim)
-    losses = np.asarray(source.report(sim, served), dtype=np.float64)
-    if losses.shape != served.env.shape:
-        raise ValueError(f"{type(source).__name__}.report returned shape {losses.shape}, expected ({len(served.env)},): one loss per served task")
-    if not np.all(np.isfinite(losses)):
-        bad = int(np.flatnonzero(~np.isfinite(losses))[0])
-        raise ValueError(f"{type(source).__name__}.report returned loss {float(losses[bad])!r} for task {int(served.task[bad])} of env "
-                         f"{int(served.env[bad])}: losses must be finite")
+    check_source(source)
+    served, name = served_of(sim), f"{type(source).__name__}.report"
+    reported = source.report(sim, served)
+    trained = None
+    if isinstance(reported, Reports):
+        trained = np.array(sim.arrays.batches)
+        trained[served.env, served.node] = _checked(name, served, reported.batches, "batches", 0.0)
+        reported = reported.loss
     out = np.zeros((sim.B, sim.K))
-    out[served.env, served.slot] = losses
-    return out
+    out[served.env, served.slot] = _checked(name, served, reported, "loss", -np.inf)
+    return out, trained
 
 
 class CurveSource:
@@ -95,4 +126,4 @@ class CurveSource:
         return sim.arrays.reported[served.env, served.slot].copy()
 
 
-__all__ = ["CurveSource", "Served", "TaskSource", "reports_of", "served_of"]
+__all__ = ["CurveSource", "Reports", "Served", "TaskSource", "check_source", "reports_of", "served_of"]

@@ -36,6 +36,7 @@ from core_env import dynamics, features, rules
 from core_env.config import EnvConfig, make_config
 from core_env.jit import compiled, unowned
 from core_env.sim import InvalidActionError, Simulator, StepOutcome
+from core_env.task_source import TaskSource, check_source
 from core_env.state import EPISODE_KEYS, INFO_ROWS, STATS, EnvRow, NodeFlag, completion_rate, node_utilization
 from core_env.generators import generator_for
 from core_env.workload import Workload, select_workload
@@ -101,6 +102,8 @@ class EnvBatch:
         self.B, self.N, self.K = self.sim.B, self.sim.N, self.sim.K
         self.rngs = [np.random.default_rng() for _ in range(self.B)]
         self.observers: list[Observer] = []
+        #: What served tasks report (:mod:`core_env.task_source`); None: the curve bank, in the compiled step.
+        self.source: TaskSource | None = None
         self._stepped = False  # a step since the last reset: its outcome is in the simulator's arenas
         self._outcome: StepOutcome | None = None
         self.started = False
@@ -170,7 +173,10 @@ class EnvBatch:
         sim = self.sim
         actions = sim.prepare(actions)
         observed = observed_compact = None
-        if observe == "compact":
+        if self.source is not None:  # two compiled halves around the source's reports; observed on demand
+            sim.step(actions, source=self.source)
+            result = (dynamics.OK, 0)
+        elif observe == "compact":
             parts = features.empty_compact(self.B, self.N, self.K, self._history)
             result = step_and_observe(actions, sim._state, self._history, True, *parts)
             observed_compact = parts
@@ -322,6 +328,8 @@ class DiscreteCoREVectorEnv(VectorEnv):
             ``"disabled"`` (a finished env is frozen until ``reset(options={"reset_mask": mask})``).
             Autoresets draw a seeded workload from the env's rng (reset options are not repeated).
         observation: ``"per_node"`` or ``"compact"`` (module docstring).
+        task_source: what served tasks report (:mod:`core_env.task_source`); None, the curve bank in
+            the compiled step (a source steps in two compiled halves around its reports).
         **kwargs: the environment arguments (:class:`core_env.config.EnvConfig`), or ``config=`` an
             EnvConfig (with optional overrides).
 
@@ -333,7 +341,7 @@ class DiscreteCoREVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
 
     def __init__(self, num_envs: int = 1, autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP, observation: str = "per_node",
-                 **kwargs: Any) -> None:
+                 task_source: TaskSource | None = None, **kwargs: Any) -> None:
         if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
         if observation not in OBSERVATIONS:
@@ -342,6 +350,7 @@ class DiscreteCoREVectorEnv(VectorEnv):
         config = make_config(**kwargs)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.batch = EnvBatch(config, int(num_envs))
+        self.batch.source = check_source(task_source)
         self.num_envs = int(num_envs)
         self.observation_kind = observation
         self.single_observation_space = single_observation_space(config, observation)

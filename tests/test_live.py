@@ -98,7 +98,7 @@ def test_a_tiny_live_episode_plays_as_its_recorded_curves_do_in_simulation():
         assert c1 == c2 and s1 == s2
         np.testing.assert_allclose(r1, r2, rtol=1e-12, atol=0)  # interval means of the same losses, summed two ways
     assert simulated.statistics_of(0) == live.statistics_of(0)
-    assert sum(source.trained) == 2 * sum(int(np.sum(s)) for _, s, _ in got)  # two whole batches per service
+    assert source.trained == 2 * sum(int(np.sum(s)) for _, s, _ in got)  # two whole batches per service
 
 
 def test_a_live_source_refuses_a_task_beyond_its_runs():
@@ -112,3 +112,178 @@ def test_a_live_source_refuses_a_task_beyond_its_runs():
         source.specs = []  # as if the source were built for another bank
         sim.step(np.array([[1]]), source=source)
     assert int(sim.t[0]) == 0  # the refused step changed nothing
+
+
+# --------------------------------------------------------------------------------------------------
+# Worker nodes: processes (and Ray, in the extra venv)
+
+TOY = "core_env.live.toy:ToyRegressionTask"
+TOY_STEPS = 40
+
+
+def _toy_workload(bank, batches: float = 3.0, unreachable: bool = False) -> Workload:
+    """Eight toy tasks on two nodes: targets each run reaches at a third of its length (with
+    ``unreachable``, every other task's target is below anything its run reports: it stays to its deadline)."""
+    arrival = np.array([0, 0, 0, 1, 2, 3, 4, 5])
+    curve = np.arange(8) % len(bank)
+    target = np.array([bank.curve(int(c))[TOY_STEPS // 3] * (1e-6 if unreachable and i % 2 else 1.0) for i, c in enumerate(curve)])
+    demand = np.array([bank.demand(int(c), float(t), batches) for c, t in zip(curve, target)])
+    return Workload(bank, arrival, arrival + 8, target, np.full(8, batches), curve, demand, 6)
+
+
+def _toy(n_runs: int = 6):
+    specs = [TaskSpec(TOY, i) for i in range(n_runs)]
+    return specs, record_bank("toy", specs, steps=TOY_STEPS)
+
+
+def test_edf_plays_the_same_episode_on_worker_processes_as_in_simulation():
+    from core_env import discrete_core_v1
+    from core_env.live.workers import make_nodes
+    from mara_agents import PettingZooPolicy
+    from mara_agents.heuristics.edf import EDF
+
+    specs, bank = _toy()
+    workload = _toy_workload(bank)
+    source = LiveSource(specs, steps=TOY_STEPS, nodes=make_nodes(2, "process"))
+    config = {"n_nodes": 2, "n_slots": 4, "arrival_steps": 6, "max_cycles": 30}
+    episodes = []
+    try:
+        for env in (discrete_core_v1.parallel_env(**config), discrete_core_v1.parallel_env(task_source=source, **config)):
+            policy, steps = PettingZooPolicy(EDF()), []
+            observations, infos = env.reset(options={"workload": workload})
+            while env.agents:
+                observations, rewards, _, _, infos = env.step(policy(observations, infos))
+                steps.append((rewards, {a: {k: v for k, v in i.items()} for a, i in infos.items()}))
+            episodes.append((steps, env.episode.statistics()))
+    finally:
+        source.close()
+    (simulated, stats), (live, live_stats) = episodes
+    assert live_stats == stats and stats["completed"] > 0 and len(live) == len(simulated)
+    for (rewards, infos), (expected_rewards, expected_infos) in zip(live, simulated):  # equal up to the sum's rounding
+        assert rewards == pytest.approx(expected_rewards, rel=1e-12, abs=1e-15) and infos.keys() == expected_infos.keys()
+        for agent, info in infos.items():
+            assert info.keys() == expected_infos[agent].keys()
+            for key, value in info.items():
+                np.testing.assert_allclose(np.asarray(value, float), np.asarray(expected_infos[agent][key], float), rtol=1e-12, atol=1e-15)
+    assert any(record["moved"] for record in source.records)  # tasks changed nodes: their state moved between processes
+
+
+def test_wall_clock_slices_train_what_the_nodes_manage_and_that_is_the_progress():
+    from core_env.live.workers import make_nodes
+
+    specs, bank = _toy()
+    sim = Simulator(EnvConfig(n_nodes=2, n_slots=4, arrival_steps=6, max_cycles=30))
+    sim.reset([_toy_workload(bank, unreachable=True)])
+    source = LiveSource(specs, steps=TOY_STEPS, nodes=make_nodes(2, "process"), slice_s=0.02)
+    try:
+        step = 0
+        while not sim.done[0]:
+            actions = np.zeros((1, 2), np.int64)
+            active = np.flatnonzero(sim.active[0])
+            actions[0, : min(2, active.size)] = (active[:2][::-1] if step % 2 else active[:2]) + 1  # swap nodes: tasks move
+            before = len(source.records)
+            sim.step(actions, source=source)
+            for record in source.records[before:]:
+                assert sim.arrays.batches[0, record["node"]] == record["trained"] == len(record["losses"])
+            step += 1
+    finally:
+        source.close()
+    records = source.records
+    first = {}
+    for r in records:
+        first.setdefault(r["task"], r)
+    assert all(r["trained"] >= 1 and not r["moved"] for r in first.values())  # a first service builds the task and trains
+    assert sum(r["trained"] for r in records) > 2 * len(records)  # a 20 ms slice holds many toy batches
+    moved = [r for r in records if r["moved"]]
+    assert moved and all(r["move_s"] > 0 for r in moved)
+    assert sim.statistics_of(0)["completed"] > 0
+
+
+def test_a_worker_killed_mid_episode_fails_the_step_clearly_and_changes_nothing():
+    import os
+    import signal
+
+    from core_env.live.workers import NodeFailure, make_nodes
+
+    specs, bank = _toy()
+    sim = Simulator(EnvConfig(n_nodes=2, n_slots=4, arrival_steps=6, max_cycles=30))
+    sim.reset([_toy_workload(bank)])
+    nodes = make_nodes(2, "process")
+    source = LiveSource(specs, steps=TOY_STEPS, nodes=nodes)
+    try:
+        sim.step(np.array([[1, 2]]), source=source)
+        t, progress = int(sim.t[0]), sim.progress.copy()
+        os.kill(nodes.processes[1].pid, signal.SIGKILL)
+        with pytest.raises(NodeFailure, match=r"node 1: its worker process \(pid \d+\) died during serve"):
+            sim.step(np.array([[1, 2]]), source=source)
+        assert int(sim.t[0]) == t and np.array_equal(sim.progress, progress)  # the failed step was undone
+    finally:
+        source.close()
+
+
+def test_bad_live_arguments_are_named():
+    from core_env.live.workers import make_nodes
+
+    with pytest.raises(ValueError, match="unknown backend 'gpu'"):
+        make_nodes(2, "gpu")
+    with pytest.raises(ValueError, match="address= names a Ray cluster; it needs backend='ray'"):
+        make_nodes(2, "process", address="10.0.0.1:6379")
+    with pytest.raises(ValueError, match="n_nodes must be an int >= 1, got 0"):
+        make_nodes(0, "inprocess")
+    with pytest.raises(ValueError, match=r"slice_s must be None \(planned batches\) or seconds in \(0, 3600\), got -1"):
+        LiveSource([TaskSpec(TOY, 0)], slice_s=-1)
+    with pytest.raises(TypeError, match="task_source must be a TaskSource .* got str"):
+        from core_env import discrete_core_v1
+
+        discrete_core_v1.parallel_env(task_source="live")
+
+
+RAY_EPISODE = """
+import json
+import numpy as np
+from core_env.config import EnvConfig
+from core_env.live import LiveSource, TaskSpec, record_bank
+from core_env.live.workers import make_nodes
+from core_env.sim import Simulator
+from core_env.workload import Workload
+TOY, TOY_STEPS = {toy!r}, {steps}
+{functions}
+
+specs, bank = _toy()
+out = {{}}
+for backend in ("inprocess", "ray"):
+    sim = Simulator(EnvConfig(n_nodes=2, n_slots=4, arrival_steps=6, max_cycles=30))
+    sim.reset([_toy_workload(bank, unreachable=True)])
+    source = LiveSource(specs, steps=TOY_STEPS, nodes=make_nodes(2, backend))
+    step = 0
+    while not sim.done[0]:
+        active = np.flatnonzero(sim.active[0])
+        actions = np.zeros((1, 2), np.int64)
+        actions[0, : min(2, active.size)] = (active[:2][::-1] if step % 2 else active[:2]) + 1  # swap nodes: tasks move
+        sim.step(actions, source=source)
+        step += 1
+    out[backend] = {{"stats": sim.statistics_of(0), "losses": [r["losses"] for r in source.records],
+                    "moved": sum(r["moved"] for r in source.records)}}
+    source.close()
+print(json.dumps(out))
+"""
+
+
+def test_a_live_episode_on_local_ray_actors_equals_the_in_process_one(tmp_path):
+    import inspect
+    import json
+    import subprocess
+
+    from test_integrations import ROOT, _extra_python
+
+    python = _extra_python()
+    if python is None or subprocess.run([str(python), "-c", "import ray"], capture_output=True).returncode:
+        pytest.skip("Ray lives in the extra venv (build/rllib-venv, `make rllib-venv`), which is not installed here")
+    script = tmp_path / "ray_episode.py"
+    functions = inspect.getsource(_toy_workload) + "\n" + inspect.getsource(_toy)  # the same episode, without pytest
+    script.write_text(RAY_EPISODE.format(toy=TOY, steps=TOY_STEPS, functions=functions))
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+    done = subprocess.run([str(python), str(script)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["ray"] == out["inprocess"] and out["ray"]["moved"] > 0 and out["ray"]["stats"]["completed"] > 0

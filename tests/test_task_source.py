@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from core_env import features
 from core_env.config import make_config
 from core_env.sim import Simulator
-from core_env.task_source import CurveSource, Served, served_of
+from core_env.task_source import CurveSource, Reports, Served, served_of
 from core_env.workload import select_workload
 from test_properties import PROPERTY_SETTINGS, configs, random_actions
 
@@ -98,8 +98,11 @@ def test_a_sources_reports_decide_the_completions():
 
 
 @pytest.mark.parametrize("report, error, match", [
-    (lambda sim, served: np.zeros(len(served.env) + 1), ValueError, r"Bad\.report returned shape \(3,\), expected \(2,\)"),
-    (lambda sim, served: np.array([0.5, np.nan]), ValueError, r"Bad\.report returned loss nan for task \d+ of env 0: losses must be finite"),
+    (lambda sim, served: np.zeros(len(served.env) + 1), ValueError, r"Bad\.report returned loss of shape \(3,\), expected \(2,\)"),
+    (lambda sim, served: np.array([0.5, np.nan]), ValueError, r"Bad\.report returned loss nan for task \d+ of env 0: loss must be finite"),
+    (lambda sim, served: Reports(np.ones(2), np.array([1.0, -1.0])), ValueError,
+     r"Bad\.report returned batches -1\.0 for task \d+ of env 0: batches must be finite and >= 0"),
+    (lambda sim, served: Reports(np.ones(2), np.ones(3)), ValueError, r"returned batches of shape \(3,\), expected \(2,\)"),
     (lambda sim, served: 1 / 0, ZeroDivisionError, "division"),
 ])
 def test_a_failing_or_bad_source_leaves_the_state_as_it_was(report, error, match):
@@ -111,6 +114,23 @@ def test_a_failing_or_bad_source_leaves_the_state_as_it_was(report, error, match
         sim.step(np.array([[1, 2]]), source=Bad())
     assert all(np.array_equal(x, y) for x, y in zip(_state(sim), before))
     assert np.array_equal(sim.outcome().served, last.served) and np.array_equal(sim.outcome().reported, last.reported)
+
+
+def test_the_batches_a_source_reports_are_the_tasks_progress():
+    sim = _two_waiting({"n_nodes": 2, "n_slots": 4}, seed=1)
+    planned = sim.arrays.batches.copy()
+
+    class Slices:
+        """A live source on wall-clock slices: node 0 trained 3.0 batches, node 1 none (its slice went on moving state)."""
+
+        def report(self, sim, served):
+            return Reports(np.full(len(served.env), 9.0), np.where(served.node == 0, 3.0, 0.0))
+
+    slots = [0, 1]
+    before = sim.progress[0, slots].copy()
+    sim.step(np.array([[1, 2]]), source=Slices())
+    assert sim.progress[0, slots].tolist() == [before[0] + 3.0, before[1]]
+    assert sim.arrays.batches[0].tolist() == [3.0, 0.0] and not np.array_equal(planned, sim.arrays.batches)
 
 
 def test_a_source_must_have_a_report_method():

@@ -1,31 +1,45 @@
-"""The live task source: served tasks train for real and report their own losses (issue 32, first part).
+"""The live task source: served tasks train for real on worker nodes and report their own losses (issue 32).
 
 :class:`LiveSource` is a :class:`core_env.task_source.TaskSource`: pass it to
-:meth:`core_env.sim.Simulator.step` (``source=``) and every served task of a step trains the whole
-optimizer steps its batches reach (``floor(progress + batches) − floor(progress)``, so fractional
-batches accumulate as in the simulator) and reports their mean loss; a step that completes no whole
-batch reports the task's latest loss (its first service always trains at least one). The rules —
-choices, slots, deadlines, completion at the target, rewards — are the engine's own.
+:meth:`core_env.sim.Simulator.step` (``source=``), or to an environment as ``task_source=``, and every
+served task of a step trains on the worker of the node serving it (:mod:`core_env.live.workers`: in this
+process, one process per node, or one Ray actor per node). The rules — choices, slots, deadlines,
+completion at the target, rewards — are the engine's own. Two ways to step:
+
+- **planned batches** (``slice_s=None``): a service trains the whole optimizer steps its batches reach
+  (``floor(progress + batches) − floor(progress)``, so fractional batches accumulate as in the simulator)
+  and reports their mean loss; a service that completes no whole batch reports the task's latest loss
+  (its first service always trains at least one). Deterministic: with whole batches per step the episode
+  equals its simulation on the recorded curves (tests/test_live.py).
+- **wall-clock slices** (``slice_s=seconds``): each served task trains batch after batch until the slice
+  is over, so real throughput, contention between workers, node heterogeneity and the time to move a
+  task's state from the node that last trained it (preemption and migration) decide how far it gets;
+  the source reports the batches trained (:class:`core_env.task_source.Reports`) and they are the task's
+  progress. Not reproducible by nature: the records are the evidence.
 
 Which run a workload's task is: ``specs[c]`` for a task on curve ``c`` of the workload's bank.
 :func:`record_bank` records every spec's run offline into a :class:`~core_env.curves.CurveBank` (curve
-``c`` = run ``specs[c]``'s losses, one per batch), so the same workload replays in the simulator on the
-recorded curves: with whole batches per step the live and simulated episodes agree (tests/test_live.py).
-
-So far the runs train in this process, one after the other (the nodes' work is serialised); worker
-processes, Ray actors, wall-clock slices and measured migration costs are the rest of issue 32.
+``c`` = run ``specs[c]``'s losses, one per batch), deterministically from the same seeds, so the same
+workload replays in the simulator. :attr:`LiveSource.records` keeps one row per service (batches
+planned and trained, every batch's loss, seconds moving, loading and training);
+:meth:`LiveSource.write_records` writes them as JSON lines.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from core_env.curves import CurveBank
-from core_env.live.tasks import LiveTask, TaskSpec, build_task
-from core_env.task_source import Served
+from core_env.live.tasks import TaskSpec, build_task
+from core_env.live.workers import InProcessNodes
+from core_env.task_source import Reports, Served
 
 if TYPE_CHECKING:
     from core_env.sim import Simulator
@@ -47,49 +61,110 @@ def record_bank(name: str, specs: Sequence[TaskSpec], steps: int | None = None) 
 
 
 class LiveSource:
-    """Served tasks train for real (module docstring). ``specs[c]``: the run behind curve ``c``;
-    ``steps``: every run's length (default: its family's)."""
+    """Served tasks train for real on worker nodes (module docstring).
 
-    def __init__(self, specs: Sequence[TaskSpec], steps: int | None = None) -> None:
+    Args:
+        specs: ``specs[c]`` is the run behind curve ``c`` of the workloads' bank.
+        steps: every run's length in batches (default: its family's).
+        nodes: the workers (:func:`core_env.live.workers.make_nodes`), one per node of each env (node
+            ``n`` of env ``b`` is worker ``b * N + n``); default: in-process workers, made on first use.
+        slice_s: None — each service trains the whole batches the rules planned (deterministic: the
+            episode equals its simulation on :func:`record_bank`); a float — a step is a wall-clock slice
+            of that many seconds, and each served task trains as many batches as its node manages in it,
+            less the time to move the task's state if it last trained elsewhere.
+    """
+
+    def __init__(self, specs: Sequence[TaskSpec], steps: int | None = None, nodes: Any = None, slice_s: float | None = None) -> None:
         if not specs:
             raise ValueError("specs must name at least one run")
-        self.specs, self.steps = list(specs), steps
-        self._tasks: dict[tuple[int, int], LiveTask] = {}
+        if slice_s is not None and (isinstance(slice_s, bool) or not isinstance(slice_s, (int, float)) or not 0.0 < slice_s < 3600.0):
+            raise ValueError(f"slice_s must be None (planned batches) or seconds in (0, 3600), got {slice_s!r}")
+        self.specs, self.steps, self.nodes, self.slice_s = list(specs), steps, nodes, slice_s
+        self._where: dict[tuple[int, int], int] = {}  # task key -> the worker holding it
         self._latest: dict[tuple[int, int], float] = {}
         self._episodes: dict[int, object] = {}
-        #: Optimizer steps trained per step call (for throughput and fidelity reports).
-        self.trained: list[int] = []
+        #: One row per service: the step's time, env, node, task, curve, batches planned and trained, the
+        #: losses of every batch, and the seconds spent moving (``move_s``), loading and training it.
+        self.records: list[dict[str, Any]] = []
 
-    def _task(self, sim: Simulator, env: int, task: int) -> LiveTask:
-        if self._episodes.get(env) is not sim.workloads[env]:  # a new episode in this env: its runs start afresh
+    def _start_episodes(self, sim: Simulator, envs: set[int]) -> None:
+        """Forget the tasks of envs whose episode changed (a reset) on the workers holding them."""
+        for env in envs:
+            if self._episodes.get(env) is sim.workloads[env]:
+                continue
             self._episodes[env] = sim.workloads[env]
-            for key in [key for key in self._tasks if key[0] == env]:
-                del self._tasks[key]
+            stale = [key for key in self._where if key[0] == env]
+            for worker in {self._where[key] for key in stale}:
+                self.nodes.result(worker, self.nodes.submit(worker, "drop", [key for key in stale if self._where[key] == worker]))
+            for key in stale:
+                del self._where[key]
                 self._latest.pop(key, None)
-        key = (env, task)
-        if key not in self._tasks:
-            curve = int(sim.workloads[env].curve[task])
-            if not 0 <= curve < len(self.specs):
-                raise ValueError(f"task {task} of env {env} is on curve {curve}, but the source has {len(self.specs)} runs")
-            live = build_task(self.specs[curve])
-            if self.steps is not None and hasattr(live, "steps"):
-                live.steps = int(self.steps)
-            self._tasks[key] = live
-        return self._tasks[key]
 
-    def report(self, sim: Simulator, served: Served) -> np.ndarray:
-        out = np.empty(len(served.env))
-        total = 0
-        for j in range(len(served.env)):
-            env, task = int(served.env[j]), int(served.task[j])
-            live = self._task(sim, env, task)
-            start = np.floor(served.progress[j])
-            whole = int(np.floor(served.progress[j] + served.batches[j]) - start)
-            if whole == 0 and (env, task) not in self._latest:
-                whole = 1  # a task's first service reports a loss it trained
-            if whole > 0:
-                self._latest[(env, task)] = float(np.mean(live.train(whole)))
-                total += whole
-            out[j] = self._latest[(env, task)]
-        self.trained.append(total)
-        return out
+    def _spec(self, sim: Simulator, env: int, task: int) -> TaskSpec:
+        curve = int(sim.workloads[env].curve[task])
+        if not 0 <= curve < len(self.specs):
+            raise ValueError(f"task {task} of env {env} is on curve {curve}, but the source has {len(self.specs)} runs")
+        return self.specs[curve]
+
+    def report(self, sim: Simulator, served: Served) -> np.ndarray | Reports:
+        if self.nodes is None:
+            self.nodes = InProcessNodes(sim.B * sim.N)
+        if len(self.nodes) < sim.B * sim.N:
+            raise ValueError(f"the source has {len(self.nodes)} worker nodes; B * N = {sim.B * sim.N} are needed")
+        self._start_episodes(sim, set(served.env.tolist()))
+        M = len(served.env)
+        keys = [(int(served.env[j]), int(served.task[j])) for j in range(M)]
+        workers = [int(served.env[j]) * sim.N + int(served.node[j]) for j in range(M)]
+        specs = [self._spec(sim, *keys[j]) for j in range(M)]
+        planned = [self._planned(served, j, keys[j]) for j in range(M)]
+        began = time.perf_counter()
+        moves = {j: self.nodes.submit(self._where[keys[j]], "take", keys[j]) for j in range(M)
+                 if keys[j] in self._where and self._where[keys[j]] != workers[j]}
+        states, move_s = [None] * M, [0.0] * M
+        for j, handle in moves.items():  # every holder hands its task over at once; each move's time is its own wait
+            states[j] = self.nodes.result(self._where[keys[j]], handle)
+            move_s[j] = time.perf_counter() - began
+        orders = [self.nodes.submit(workers[j], "serve", keys[j], specs[j], self.steps, states[j], planned[j],
+                                    None if self.slice_s is None else self.slice_s - move_s[j], keys[j] not in self._latest)
+                  for j in range(M)]
+        results = [self.nodes.result(workers[j], orders[j]) for j in range(M)]
+        loss, trained = np.empty(M), np.empty(M)
+        for j, result in enumerate(results):
+            self._where[keys[j]] = workers[j]
+            if result["losses"].size:
+                self._latest[keys[j]] = float(np.mean(result["losses"]))
+            loss[j], trained[j] = self._latest[keys[j]], result["losses"].size
+            self.records.append({"t": int(sim.t[keys[j][0]]), "env": keys[j][0], "node": int(served.node[j]), "task": keys[j][1],
+                                 "curve": int(sim.workloads[keys[j][0]].curve[keys[j][1]]), "planned": float(served.batches[j]),
+                                 "trained": int(trained[j]), "losses": result["losses"].tolist(), "moved": j in moves,
+                                 "move_s": move_s[j], "load_s": result["load_s"], "train_s": result["train_s"]})
+        return loss if self.slice_s is None else Reports(loss, trained)
+
+    def _planned(self, served: Served, j: int, key: tuple[int, int]) -> int | None:
+        """The whole batches service ``j`` trains without a wall-clock slice: those its fractional batches
+        reach (``floor(progress + batches) − floor(progress)``), at least one at a task's first service."""
+        if self.slice_s is not None:
+            return None
+        start = np.floor(served.progress[j])
+        whole = int(np.floor(served.progress[j] + served.batches[j]) - start)
+        return max(whole, 1) if key not in self._latest else whole
+
+    @property
+    def trained(self) -> int:
+        """Batches trained so far, over every service."""
+        return sum(record["trained"] for record in self.records)
+
+    def write_records(self, path: str | os.PathLike) -> None:
+        """The services as JSON lines (one per service), written atomically."""
+        path = Path(path)
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text("".join(json.dumps(record) + "\n" for record in self.records))
+        os.replace(partial, path)
+
+    def close(self) -> None:
+        """Stop the workers (a process or Ray pool) and forget every resident task."""
+        if self.nodes is not None:
+            self.nodes.close()
+        self._where.clear()
+        self._latest.clear()
+        self._episodes.clear()
