@@ -23,6 +23,7 @@ SUITES = {
     "scale": ("benchmarks.report:scale", "more nodes and slots than trained on (N = 8, 16), zero-shot"),
     "libraries": ("benchmarks.libraries", "each RL library integration trained on the small configuration: the tutorials' figures"),
     "training": ("benchmarks.training", "the shipped MAT checkpoints' training curves against EDF, LARA and LARA-FM"),
+    "fidelity": ("benchmarks.fidelity", "the schedulers live on worker processes (or Ray) vs the simulator, uncalibrated and calibrated (issue 32)"),
     "all": ("benchmarks.everything", "every suite, then docs/results.md from the outputs"),
 }
 

@@ -10,13 +10,14 @@ import numpy as np
 
 from core_env.config import EnvConfig
 from core_env.vector import EPISODE_KEYS, DiscreteCoREVectorEnv
+from core_env.task_source import TaskSource
 from core_env.workload import Workload
 from mara_agents.protocols import REMAINING_DEMAND, Agent, PettingZooPolicy
 from mara_agents.rollout import agent_policy, final_statistics, play
 
 
 def run_agent(agent: Agent, workloads: Sequence[Workload], config: EnvConfig | None = None, timed: bool = False,
-              shadow: Agent | None = None):
+              shadow: Agent | None = None, task_source: TaskSource | None = None):
     """Play one episode per workload, all W of them in one batch of the vector env, to the end.
 
     Args:
@@ -26,6 +27,8 @@ def run_agent(agent: Agent, workloads: Sequence[Workload], config: EnvConfig | N
         timed: also return the seconds spent in ``agent.act`` and the number of batched decisions.
         shadow: another agent (e.g. a learned agent's teacher) shown the same observations every step;
             its actions are only compared with the played ones (:class:`Agreement`), never played.
+        task_source: what served tasks report (:mod:`core_env.task_source`; default the curve bank), e.g.
+            a :class:`core_env.live.LiveSource` (benchmarks/fidelity.py).
 
     Returns:
         Final episode statistics, each a (W,) array: ``core_env.vector.EPISODE_KEYS``
@@ -33,7 +36,7 @@ def run_agent(agent: Agent, workloads: Sequence[Workload], config: EnvConfig | N
         ``node_utilization``, ...) plus ``truncated``, and with ``shadow`` ``same_tasks_served`` and
         ``served_also_by_shadow``; with ``timed``, ``(stats, seconds, decisions)``.
     """
-    envs = DiscreteCoREVectorEnv(len(workloads), autoreset_mode="disabled", config=config or EnvConfig())
+    envs = DiscreteCoREVectorEnv(len(workloads), autoreset_mode="disabled", task_source=task_source, config=config or EnvConfig())
     policy, clock = agent_policy(agent, envs), [0.0, 0]
     agreement = Agreement(agent_policy(shadow, envs), len(workloads)) if shadow is not None else None
 

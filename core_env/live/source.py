@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,25 +81,29 @@ class LiveSource:
         if slice_s is not None and (isinstance(slice_s, bool) or not isinstance(slice_s, (int, float)) or not 0.0 < slice_s < 3600.0):
             raise ValueError(f"slice_s must be None (planned batches) or seconds in (0, 3600), got {slice_s!r}")
         self.specs, self.steps, self.nodes, self.slice_s = list(specs), steps, nodes, slice_s
-        self._where: dict[tuple[int, int], int] = {}  # task key -> the worker holding it
-        self._latest: dict[tuple[int, int], float] = {}
-        self._episodes: dict[int, object] = {}
-        #: One row per service: the step's time, env, node, task, curve, batches planned and trained, the
-        #: losses of every batch, and the seconds spent moving (``move_s``), loading and training it.
+        self._where: dict[tuple, int] = {}  # task key -> the worker holding it
+        self._latest: dict[tuple, float] = {}
+        self._episodes: dict[int, tuple[object, int]] = {}  # env -> (its workload, the episode's number)
+        self._uid = uuid.uuid4().hex  # task keys are unique to this source: a pool may serve several
+        #: One row per service: the env's episode number (from 0), the step's time, env, node, task, curve,
+        #: run family, batches planned and trained, the losses of every batch, and the seconds spent moving
+        #: (``move_s``), loading and training it.
         self.records: list[dict[str, Any]] = []
 
     def _start_episodes(self, sim: Simulator, envs: set[int]) -> None:
-        """Forget the tasks of envs whose episode changed (a reset) on the workers holding them."""
+        """A new episode in an env (a reset): its old tasks are dropped on the workers holding them."""
         for env in envs:
-            if self._episodes.get(env) is sim.workloads[env]:
-                continue
-            self._episodes[env] = sim.workloads[env]
-            stale = [key for key in self._where if key[0] == env]
-            for worker in {self._where[key] for key in stale}:
-                self.nodes.result(worker, self.nodes.submit(worker, "drop", [key for key in stale if self._where[key] == worker]))
-            for key in stale:
-                del self._where[key]
-                self._latest.pop(key, None)
+            workload, number = self._episodes.get(env, (None, -1))
+            if workload is not sim.workloads[env]:
+                self._episodes[env] = (sim.workloads[env], number + 1)
+                self._forget([key for key in self._where if key[1] == env])
+
+    def _forget(self, keys: list[tuple]) -> None:
+        for worker in {self._where[key] for key in keys}:
+            self.nodes.result(worker, self.nodes.submit(worker, "drop", [key for key in keys if self._where[key] == worker]))
+        for key in keys:
+            del self._where[key]
+            self._latest.pop(key, None)
 
     def _spec(self, sim: Simulator, env: int, task: int) -> TaskSpec:
         curve = int(sim.workloads[env].curve[task])
@@ -113,9 +118,9 @@ class LiveSource:
             raise ValueError(f"the source has {len(self.nodes)} worker nodes; B * N = {sim.B * sim.N} are needed")
         self._start_episodes(sim, set(served.env.tolist()))
         M = len(served.env)
-        keys = [(int(served.env[j]), int(served.task[j])) for j in range(M)]
+        keys = [(self._uid, int(served.env[j]), self._episodes[int(served.env[j])][1], int(served.task[j])) for j in range(M)]
         workers = [int(served.env[j]) * sim.N + int(served.node[j]) for j in range(M)]
-        specs = [self._spec(sim, *keys[j]) for j in range(M)]
+        specs = [self._spec(sim, keys[j][1], keys[j][3]) for j in range(M)]
         planned = [self._planned(served, j, keys[j]) for j in range(M)]
         began = time.perf_counter()
         moves = {j: self.nodes.submit(self._where[keys[j]], "take", keys[j]) for j in range(M)
@@ -134,13 +139,14 @@ class LiveSource:
             if result["losses"].size:
                 self._latest[keys[j]] = float(np.mean(result["losses"]))
             loss[j], trained[j] = self._latest[keys[j]], result["losses"].size
-            self.records.append({"t": int(sim.t[keys[j][0]]), "env": keys[j][0], "node": int(served.node[j]), "task": keys[j][1],
-                                 "curve": int(sim.workloads[keys[j][0]].curve[keys[j][1]]), "planned": float(served.batches[j]),
+            _, env, episode, task = keys[j]
+            self.records.append({"episode": episode, "t": int(sim.t[env]), "env": env, "node": int(served.node[j]), "task": task,
+                                 "curve": int(sim.workloads[env].curve[task]), "family": specs[j].family, "planned": float(served.batches[j]),
                                  "trained": int(trained[j]), "losses": result["losses"].tolist(), "moved": j in moves,
                                  "move_s": move_s[j], "load_s": result["load_s"], "train_s": result["train_s"]})
         return loss if self.slice_s is None else Reports(loss, trained)
 
-    def _planned(self, served: Served, j: int, key: tuple[int, int]) -> int | None:
+    def _planned(self, served: Served, j: int, key: tuple) -> int | None:
         """The whole batches service ``j`` trains without a wall-clock slice: those its fractional batches
         reach (``floor(progress + batches) − floor(progress)``), at least one at a task's first service."""
         if self.slice_s is not None:
@@ -161,10 +167,11 @@ class LiveSource:
         partial.write_text("".join(json.dumps(record) + "\n" for record in self.records))
         os.replace(partial, path)
 
-    def close(self) -> None:
-        """Stop the workers (a process or Ray pool) and forget every resident task."""
-        if self.nodes is not None:
+    def close(self, nodes: bool = True) -> None:
+        """Drop this source's tasks from the workers, and with ``nodes`` stop the workers too (a pool
+        shared by several sources is closed by the last, or by its owner)."""
+        if self.nodes is not None and self._where:
+            self._forget(list(self._where))
+        if nodes and self.nodes is not None:
             self.nodes.close()
-        self._where.clear()
-        self._latest.clear()
         self._episodes.clear()

@@ -1,0 +1,293 @@
+"""fidelity: the schedulers live on worker nodes and in the simulator, on the same workloads (issue 32).
+
+Every other number of this project replays recorded curves at a fixed compute rate, with free preemption
+and migration. Here the same schedulers run **live**: each task is a real training run (corpus MLP runs,
+:mod:`core_env.live`) on the worker process of the node serving it; a step is a wall-clock slice, so real
+throughput, contention, node heterogeneity and the time to move a task's state between nodes decide what
+each task achieves. The same workloads then play in the simulator twice:
+
+- **uncalibrated** — as configured without measurements: every task at its family's nominal rate
+  (``run length / typical_run_steps`` batches per step), equal node speeds, no switching cost. The
+  slice is sized so that a node, profiled alone before the run, trains the nominal rate of the median
+  family in one slice (``slice_s`` in the output);
+- **calibrated** — per-family rates, node speeds and the switching cost measured from the live services
+  (:mod:`core_env.live.calibration`: only what nodes trained in their slices, never a completion).
+
+Workloads: seeded draws (one per episode; each episode is its own evaluation root) on the recorded bank
+of the live runs (:func:`core_env.live.record_bank`: the same runs trained offline, deterministically) by
+the task recipe :data:`RECIPE`. Rows: EDF, LARA-FM, the best admission rule (EDF admission on the flow-
+matching predictor) and MARA (the shipped seed-0 checkpoint). The output reports per row live vs
+simulated completion with t-based 95% CIs over episodes and paired live − simulated differences, whether
+the calibrated simulator lies within :data:`TARGET_POINTS` points of live, the rank agreement of the rows
+(Kendall's tau), the measured throughput spread and migration cost, and the calibration. Each live
+episode's cell and per-service records are written as they finish (``OUT/fidelity/cells``), so an
+interrupted run resumes; ``OUT/fidelity/fidelity.json`` and ``fidelity.png`` at the end.
+
+Live numbers depend on the machine: on a 2-core machine the two worker processes and the scheduler share
+the cores (contention is part of what is measured). ``--backend ray`` runs the nodes as Ray actors
+(``--address`` an existing cluster; the default a local ``ray.init()``). docs/fidelity.md explains the page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from benchmarks import add_out, markdown_table, save_figure, write_atomic, write_results
+from benchmarks.rollout import run_agent
+from benchmarks.stats import paired_difference, t_interval
+from core_env.config import EnvConfig
+from core_env.generators import Drawn
+from core_env.live import LiveSource, TaskSpec, record_bank
+from core_env.live.calibration import calibrate, calibrated
+from core_env.live.workers import BACKENDS, make_nodes
+from core_env.recipe import TaskRecipe
+from core_env.workload import Workload
+
+#: Live task families (corpus MLP runs at their full corpus length) and runs of each.
+FAMILIES = ("mlp_wine", "mlp_breast_cancer", "mlp_digits", "mlp_synth")
+RUNS_PER_FAMILY = 3
+#: A run's length in batches (the corpus MLP length: the recorded curves are the corpus's own).
+RUN_STEPS = 2000
+#: Short tasks: a whole run is 12 node-steps at the nominal rate; one rate per family (no spread).
+RECIPE = TaskRecipe(budget_share=(0.3, 1.0), target_quantile=(0.4, 0.95), typical_run_steps=12.0, rate_spread=(1.0, 1.0), slack=(1.0, 2.5))
+#: Two nodes, four slots, arrivals over 10 steps at 0.4 tasks per node and step; episodes of 40 steps.
+CONFIG = EnvConfig(n_nodes=2, n_slots=4, arrival_steps=10, max_cycles=40, load=0.4, recipe=RECIPE)
+ROWS = ("edf", "lara-fm", "edf-admission:fm,min_reports=5", "mara")
+EPISODES = 8
+SEED = 20261204
+#: The calibrated simulator should lie within this many completion points of live, per row.
+TARGET_POINTS = 3.0
+#: Seconds each family trains alone on one worker to measure its throughput before the run.
+PROFILE_SECONDS = 0.5
+
+
+def specs() -> list[TaskSpec]:
+    return [TaskSpec(family, run) for family in FAMILIES for run in range(RUNS_PER_FAMILY)]
+
+
+def workloads(bank, episodes: int, config: EnvConfig = CONFIG) -> list[Workload]:
+    """One seeded draw per episode (its own evaluation root) on the recorded bank."""
+    draw = Drawn.from_config(config, bank=bank, horizon=config.max_cycles)
+    return [draw.workload(np.random.default_rng([SEED, episode])) for episode in range(episodes)]
+
+
+def nominal_rate(config: EnvConfig = CONFIG) -> float:
+    return RUN_STEPS / config.recipe.typical_run_steps
+
+
+def warm_up(nodes, families: Sequence[str] = FAMILIES) -> None:
+    """Every worker builds a run of every family once (imports, datasets), so no live service pays for it."""
+    for family in families:
+        key = ("warm-up", family)
+        orders = [nodes.submit(n, "serve", key, TaskSpec(family, 0), RUN_STEPS, None, 1, None, True) for n in range(len(nodes))]
+        for n, order in enumerate(orders):
+            nodes.result(n, order)
+            nodes.result(n, nodes.submit(n, "drop", [key]))
+
+
+def profile(nodes, families: Sequence[str] = FAMILIES, seconds: float = PROFILE_SECONDS) -> dict[str, float]:
+    """Training batches per second of a run of each family alone on worker 0 (after :func:`warm_up`)."""
+    out = {}
+    for family in families:
+        key = ("profile", family)
+        result = nodes.result(0, nodes.submit(0, "serve", key, TaskSpec(family, 0), RUN_STEPS, None, None, seconds, True))
+        nodes.result(0, nodes.submit(0, "drop", [key]))
+        out[family] = result["losses"].size / result["train_s"]
+    return out
+
+
+def _rate_ci(values: np.ndarray) -> list[float]:
+    return [float(v) for v in t_interval(np.asarray(values, float))]
+
+
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Kendall's tau-b of two orderings of the rows (1: the same ranking; None for fewer than 2 rows)."""
+    from scipy.stats import kendalltau
+
+    return float(kendalltau(a, b).statistic) if len(a) >= 2 else None
+
+
+def live_cell(row: str, episode: int, workload: Workload, source_args: dict[str, Any], nodes, cells: Path) -> dict[str, Any]:
+    """One live episode of ``row`` (read back if its cell was written before)."""
+    path = cells / f"{row.replace(':', '_').replace(',', '_').replace('=', '')}__{episode}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    from benchmarks.agents import make_agent
+
+    source = LiveSource(specs(), steps=RUN_STEPS, nodes=nodes, **source_args)
+    began = time.perf_counter()
+    stats = run_agent(make_agent(row), [workload], CONFIG, task_source=source)
+    cell = {"row": row, "episode": episode, "completion_rate": float(stats["completion_rate"][0]), "wall_s": time.perf_counter() - began,
+            "records": source.records}
+    source.close(nodes=False)
+    write_atomic(path, json.dumps(cell) + "\n")
+    return cell
+
+
+def simulated(rows: Sequence[str], plays: list[Workload], config: EnvConfig) -> dict[str, np.ndarray]:
+    from benchmarks.agents import make_agent
+
+    return {row: np.asarray(run_agent(make_agent(row), plays, config)["completion_rate"], float) for row in rows}
+
+
+def summarize(rows: Sequence[str], live: dict[str, np.ndarray], nominal: dict[str, np.ndarray], fitted: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        entry = {"row": row, "live": float(live[row].mean()), "live_ci": _rate_ci(live[row])}
+        for name, sim in (("uncalibrated", nominal[row]), ("calibrated", fitted[row])):
+            entry[name] = float(sim.mean())
+            entry[f"{name}_ci"] = _rate_ci(sim)
+            entry[f"live_minus_{name}"] = paired_difference(live[row], sim)
+        entry["within_target"] = abs(entry["live"] - entry["calibrated"]) * 100 <= TARGET_POINTS
+        out.append(entry)
+    return out
+
+
+def measured(cells: list[dict[str, Any]], slice_s: float) -> dict[str, Any]:
+    """Throughput spread and migration cost over every live service."""
+    records = [r for cell in cells for r in cell["records"]]
+    moved = [r for r in records if r["moved"]]
+    by_family = {}
+    for family in FAMILIES:
+        trained = np.array([r["trained"] for r in records if r["family"] == family and not r["moved"]], float)
+        if trained.size:
+            by_family[family] = {"mean": float(trained.mean()), "cv": float(trained.std() / trained.mean()) if trained.mean() else 0.0}
+    return {"services": len(records), "moves": len(moved), "batches_per_slice": by_family,
+            "move_s_mean": float(np.mean([r["move_s"] + r["load_s"] for r in moved])) if moved else 0.0,
+            "move_share_of_slice": float(np.mean([(r["move_s"] + r["load_s"]) / slice_s for r in moved])) if moved else 0.0}
+
+
+def table(result: dict[str, Any]) -> str:
+    """The page's table: per row, live and simulated completion (%), and live − calibrated."""
+    def pct(x: float, ci: Sequence[float]) -> str:
+        return f"{100 * x:.1f} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+    lines = [markdown_table(("row", "live", "simulated, uncalibrated", "simulated, calibrated", "live − calibrated (points)", f"within {TARGET_POINTS:g}"),
+                            [(r["row"], pct(r["live"], r["live_ci"]), pct(r["uncalibrated"], r["uncalibrated_ci"]), pct(r["calibrated"], r["calibrated_ci"]),
+                              f"{100 * r['live_minus_calibrated']['mean']:+.1f} [{100 * r['live_minus_calibrated']['ci_low']:+.1f}, "
+                              f"{100 * r['live_minus_calibrated']['ci_high']:+.1f}]", "yes" if r["within_target"] else "no")
+                             for r in result["rows"]])]
+    c, m = result["calibration"], result["measured"]
+    lines.append("")
+    lines.append(f"{result['episodes']} episodes (each its own root) on N = {result['config']['n_nodes']} {result['backend']} workers, "
+                 f"slice {1000 * result['slice_s']:.1f} ms; rank agreement (Kendall's tau) live vs uncalibrated "
+                 f"{_tau(result['rank_tau']['uncalibrated'])}, vs calibrated {_tau(result['rank_tau']['calibrated'])}. "
+                 f"Calibrated: node speeds {', '.join(f'{s:.2f}' for s in c['speeds'])}, switch cost {c['switch_cost']:.2f} "
+                 f"({c['switched']} of {c['services']} services switched); {m['moves']} moves cost {1000 * m['move_s_mean']:.1f} ms "
+                 f"({100 * m['move_share_of_slice']:.0f}% of a slice) on average. Wall time {result['wall_s'] / 60:.1f} min, "
+                 f"{result['machine']['cpus']} CPUs, commit {result['commit']}.")
+    return "\n".join(lines)
+
+
+def _tau(value: float | None) -> str:
+    return "n/a (one row)" if value is None else f"{value:+.2f}"
+
+
+def figure(result: dict[str, Any], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["rows"]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    x = np.arange(len(rows))
+    for i, (name, color) in enumerate((("live", "tab:red"), ("uncalibrated", "tab:gray"), ("calibrated", "tab:blue"))):
+        means = np.array([100 * r[name] for r in rows])
+        ci = np.array([[100 * r[f"{name}_ci"][0] for r in rows], [100 * r[f"{name}_ci"][1] for r in rows]])
+        ax.bar(x + (i - 1) * 0.27, means, 0.27, yerr=np.abs(ci - means), capsize=3, color=color,
+               label={"live": "live", "uncalibrated": "simulated (uncalibrated)", "calibrated": "simulated (calibrated)"}[name])
+    ax.set_xticks(x, [r["row"].replace("edf-admission:fm,min_reports=5", "edf-admission (fm)") for r in rows])
+    ax.set_ylabel("completion rate (%), 95% CI over episodes")
+    ax.set_title(f"Live vs simulated: N = {result['config']['n_nodes']} {result['backend']} workers, slice {1000 * result['slice_s']:.0f} ms")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_ylim(0, 100)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=120)
+
+
+def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process", address: str | None = None, slice_s: float | None = None) -> dict[str, Any]:
+    from benchmarks.report import commit, machine
+
+    began = time.perf_counter()
+    out = Path(out) / "fidelity"
+    cells_dir = out / "cells"
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    bank = record_bank("fidelity_mlp", specs(), steps=RUN_STEPS)
+    plays = workloads(bank, episodes)
+    nodes = make_nodes(CONFIG.n_nodes, backend, address=address)
+    try:
+        warm_up(nodes)
+        settings_path = out / "settings.json"
+        if settings_path.exists():  # a resumed run keeps its slice: its cells were played with it
+            settings = json.loads(settings_path.read_text())
+        else:
+            throughput = profile(nodes)
+            chosen = slice_s if slice_s is not None else float(np.median([nominal_rate() / throughput[f] for f in FAMILIES]))
+            settings = {"slice_s": chosen, "profile_batches_per_s": throughput, "backend": backend}
+            write_atomic(settings_path, json.dumps(settings, indent=1) + "\n")
+        cells = [live_cell(row, e, plays[e], {"slice_s": settings["slice_s"]}, nodes, cells_dir)
+                 for row in tqdm(rows, desc="fidelity rows") for e in range(episodes)]
+    finally:
+        nodes.close()
+    live = {row: np.array([c["completion_rate"] for c in cells if c["row"] == row]) for row in rows}
+    by_episode: dict[tuple[str, int], list] = {(c["row"], c["episode"]): c["records"] for c in cells}
+    fit = calibrate(by_episode.values(), CONFIG.n_nodes)
+    families = [spec.family for spec in specs()]
+    pairs = [calibrated(w, families, fit, CONFIG) for w in plays]
+    nominal, fitted = simulated(rows, plays, CONFIG), simulated(rows, [w for w, _ in pairs], pairs[0][1])
+    summary = summarize(rows, live, nominal, fitted)
+    result = {"suite": "fidelity", "rows": summary, "episodes": episodes, "backend": backend, "slice_s": settings["slice_s"],
+              "profile_batches_per_s": settings["profile_batches_per_s"], "nominal_rate": nominal_rate(),
+              "config": {"n_nodes": CONFIG.n_nodes, "n_slots": CONFIG.n_slots, "arrival_steps": CONFIG.arrival_steps,
+                         "max_cycles": CONFIG.max_cycles, "load": CONFIG.load, "recipe": dataclasses.asdict(RECIPE)},
+              "families": list(FAMILIES), "runs_per_family": RUNS_PER_FAMILY, "run_steps": RUN_STEPS,
+              "calibration": fit.as_dict(), "measured": measured(cells, settings["slice_s"]),
+              "rank_tau": {"uncalibrated": kendall_tau([r["live"] for r in summary], [r["uncalibrated"] for r in summary]),
+                           "calibrated": kendall_tau([r["live"] for r in summary], [r["calibrated"] for r in summary])},
+              "per_episode": {row: {"live": live[row].tolist(), "uncalibrated": nominal[row].tolist(), "calibrated": fitted[row].tolist()} for row in rows},
+              "wall_s": time.perf_counter() - began, "live_wall_s": sum(c["wall_s"] for c in cells), "machine": machine(), "commit": commit()}
+    write_results("fidelity", result, out=out)
+    figure(result, out / "fidelity.png")
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks fidelity", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", nargs="+", default=list(ROWS), help=f"rows to run (default: {' '.join(ROWS)})")
+    parser.add_argument("--episodes", type=int, default=EPISODES, help=f"live episodes per row, each its own root (default {EPISODES})")
+    parser.add_argument("--backend", choices=sorted(set(BACKENDS) - {"inprocess"}), default="process", help="worker nodes: processes (default) or Ray actors")
+    parser.add_argument("--address", default=None, help="a Ray cluster's address (with --backend ray; default a local ray.init())")
+    parser.add_argument("--slice", type=float, default=None, dest="slice_s", help="seconds per step (default: sized by a profile, module docstring)")
+    add_out(parser)
+    args = parser.parse_args(argv)
+    if args.episodes < 2:
+        parser.error(f"--episodes must be >= 2 (a CI needs two roots), got {args.episodes}")
+    if args.slice_s is not None and not 0.0 < args.slice_s < 60.0:
+        parser.error(f"--slice must be seconds in (0, 60), got {args.slice_s}")
+    if args.address is not None and args.backend != "ray":
+        parser.error("--address needs --backend ray")
+    from benchmarks.agents import make_agent
+
+    for row in args.rows:  # every row is built once before any live episode starts
+        try:
+            make_agent(row)
+        except (ValueError, FileNotFoundError) as error:
+            parser.error(f"--rows: {error}")
+    result = run(args.rows, args.episodes, args.out, args.backend, args.address, args.slice_s)
+    print(table(result))
+    print(f"\nwrote {Path(args.out) / 'fidelity'}/fidelity.json and fidelity.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
