@@ -39,7 +39,7 @@ import numpy as np
 
 from core_env.curves import CurveBank
 from core_env.live.tasks import TaskSpec, build_task
-from core_env.live.workers import InProcessNodes
+from core_env.live.workers import InProcessNodes, NodeFailure
 from core_env.task_source import Reports, Served
 
 if TYPE_CHECKING:
@@ -171,7 +171,11 @@ class LiveSource:
         """Drop this source's tasks from the workers, and with ``nodes`` stop the workers too (a pool
         shared by several sources is closed by the last, or by its owner)."""
         if self.nodes is not None and self._where:
-            self._forget(list(self._where))
+            try:
+                self._forget(list(self._where))
+            except NodeFailure:  # a dead worker's tasks are gone with it
+                self._where.clear()
+                self._latest.clear()
         if nodes and self.nodes is not None:
             self.nodes.close()
         self._episodes.clear()
