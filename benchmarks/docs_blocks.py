@@ -141,6 +141,12 @@ def _sb3_vec_env() -> str:
     return vec_env_table(_json(OUT))
 
 
+def _fidelity() -> str:
+    from benchmarks.fidelity import table
+
+    return table(_json(RESULTS / "fidelity" / "fidelity.json"))
+
+
 #: (page, relative to the repository root; block name) -> the function that computes its content from the published files.
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("README.md", "quick-table"): _quick_table,
@@ -157,6 +163,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/tutorials/sb3-vectorized-maskable-ppo.md", "sb3-vec-env"): _sb3_vec_env,
     ("docs/tutorials/evaluate-your-agent.md", "tutorial-example"): _tutorial_example,
     ("docs/benchmarks.md", "perf"): _perf,
+    ("docs/fidelity.md", "fidelity-table"): _fidelity,
     **{(f"docs/tutorials/{page}", "library-small"): _library_small for page in ("README.md", "tianshou.md", "sb3.md", "torchrl.md")},
 }
 

@@ -62,7 +62,7 @@ RECIPE = TaskRecipe(budget_share=(0.3, 1.0), target_quantile=(0.4, 0.95), typica
 #: Two nodes, four slots, arrivals over 10 steps at 0.4 tasks per node and step; episodes of 40 steps.
 CONFIG = EnvConfig(n_nodes=2, n_slots=4, arrival_steps=10, max_cycles=40, load=0.4, recipe=RECIPE)
 ROWS = ("edf", "lara-fm", "edf-admission:fm,min_reports=5", "mara")
-EPISODES = 8
+EPISODES = 20
 SEED = 20261204
 #: The calibrated simulator should lie within this many completion points of live, per row.
 TARGET_POINTS = 3.0

@@ -34,6 +34,8 @@ def test_calibration_recovers_rates_speeds_and_the_switching_cost():
     assert plain.switched == 0 and plain.switch_cost == 0.0 and plain.services == 8
     assert plain.rates == pytest.approx({"a": 7.5, "b": 15.0})  # the mean over both nodes
     assert plain.speeds == pytest.approx((4 / 3, 2 / 3))
+    spun = episode + [dict(_service(2, 0, 0, 5000, "a"), finished=True)]  # a run that ended mid-slice: not throughput
+    assert calibrate([spun], n_nodes=2) == plain
     paused = episode + [_service(3, 0, 0, 0.6 * 7.5 * 4 / 3, "a")]  # task 0 back after a pause: 60% of its modelled batches
     fitted = calibrate([paused], n_nodes=2)
     assert fitted.switched == 1 and fitted.switch_cost == pytest.approx(0.4) and fitted.rates == plain.rates

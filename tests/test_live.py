@@ -33,8 +33,8 @@ def test_a_live_run_trained_in_pieces_across_nodes_gives_the_corpus_runs_losses(
 
 
 def test_build_task_names_bad_input():
-    with pytest.raises(ValueError, match="unknown live task family 'cnn_mnist1d'"):
-        build_task(TaskSpec("cnn_mnist1d", 0))
+    with pytest.raises(ValueError, match="unknown live task family 'no_such_family'"):
+        build_task(TaskSpec("no_such_family", 0))
     with pytest.raises(ValueError, match="run_index must be an int >= 0, got -1"):
         build_task(TaskSpec("mlp_wine", -1))
     with pytest.raises(TypeError, match="test_live:not_a_task returned int, not a LiveTask"):
@@ -287,3 +287,25 @@ def test_a_live_episode_on_local_ray_actors_equals_the_in_process_one(tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["ray"] == out["inprocess"] and out["ray"]["moved"] > 0 and out["ray"]["stats"]["completed"] > 0
+
+
+def test_the_live_tutorials_code_runs(tmp_path):
+    """docs/tutorials/run-your-training-live.md: its task module, then its steps 2, 3 and 5 as one script."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    blocks = re.findall(r"```python\n(.*?)```", (root / "docs" / "tutorials" / "run-your-training-live.md").read_text(), re.S)
+    assert len(blocks) == 5
+    (tmp_path / "my_runs.py").write_text(blocks[0])
+    main = "\n".join("    " + line for line in (blocks[1] + blocks[2] + blocks[4]).splitlines())
+    (tmp_path / "tutorial.py").write_text('if __name__ == "__main__":\n' + main + "\n")   # as the page says
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{root}"}
+    done = subprocess.run([sys.executable, "tutorial.py"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rates = [float(line) for line in done.stdout.split()]
+    assert len(rates) == 2 and all(0.0 <= r <= 1.0 for r in rates)
+    assert (tmp_path / "live_records.jsonl").read_text().count("\n") > 0

@@ -1,9 +1,12 @@
-"""Live execution: the schedulers' tasks as real training runs (issue 32; first part).
+"""Live execution: the schedulers' tasks as real training runs (issue 32).
 
 :mod:`core_env.live.tasks` — the live task protocol (train ``n`` batches, ``state_dict`` /
-``load_state_dict``) and the corpus MLP runs as live tasks; :mod:`core_env.live.source` — the live
+``load_state_dict``) and every corpus family's runs as live tasks; :mod:`core_env.live.source` — the live
 task source through the engine's task-source seam (:mod:`core_env.task_source`) and the offline
-recording of the same runs as a curve bank, so one workload plays live and in simulation.
+recording of the same runs as a curve bank, so one workload plays live and in simulation;
+:mod:`core_env.live.workers` — the nodes as workers (in this process, one process each, or Ray actors);
+:mod:`core_env.live.calibration` — the simulator's rates, node speeds and switching cost fitted to live
+services; :mod:`core_env.live.toy` — a numpy-only task for quick checks.
 """
 
 from core_env.live.source import LiveSource, record_bank

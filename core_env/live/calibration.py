@@ -10,7 +10,8 @@ services of live episodes (:attr:`core_env.live.LiveSource.records`, wall-clock 
 - ``switch_cost``: 1 − the mean of trained / (``rates[f]`` × ``speeds[n]``) over switched services,
   clipped to [0, 0.99] (0 when no service was switched).
 
-Only physical measurements enter (what a node trained in a slice), never an episode's completions.
+Only physical measurements enter (what a node trained in a slice), never an episode's completions; a
+service after which the task's run was over (``finished``: it stopped early) is left out.
 :func:`calibrated` applies a calibration to a workload (every task at its family's measured rate, the
 hidden demand recomputed on its curve) and to a config (``node_speeds``, ``switch_cost``).
 """
@@ -64,7 +65,7 @@ def calibrate(episodes: Iterable[Sequence[Mapping[str, Any]]], n_nodes: int) -> 
     Raises:
         ValueError: no unswitched service at all, or a node that never served one.
     """
-    rows = [(record, flag) for episode in episodes for record, flag in zip(episode, switched(episode))]
+    rows = [(record, flag) for episode in episodes for record, flag in zip(episode, switched(episode)) if not record.get("finished", False)]
     plain = [record for record, flag in rows if not flag]
     if not plain:
         raise ValueError("no unswitched live service to calibrate from: play longer episodes")

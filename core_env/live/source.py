@@ -9,7 +9,8 @@ completion at the target, rewards — are the engine's own. Two ways to step:
 - **planned batches** (``slice_s=None``): a service trains the whole optimizer steps its batches reach
   (``floor(progress + batches) − floor(progress)``, so fractional batches accumulate as in the simulator)
   and reports their mean loss; a service that completes no whole batch reports the task's latest loss
-  (its first service always trains at least one). Deterministic: with whole batches per step the episode
+  (its first service always trains at least one); losses are clipped to a bank's range before the
+  mean, as the bank clips its curves. Deterministic: with whole batches per step the episode
   equals its simulation on the recorded curves (tests/test_live.py).
 - **wall-clock slices** (``slice_s=seconds``): each served task trains batch after batch until the slice
   is over, so real throughput, contention between workers, node heterogeneity and the time to move a
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from core_env.curves import CurveBank
+from core_env.curves.bank import LOSS_CEIL, LOSS_FLOOR
 from core_env.live.tasks import TaskSpec, build_task
 from core_env.live.workers import InProcessNodes, NodeFailure
 from core_env.task_source import Reports, Served
@@ -86,8 +88,8 @@ class LiveSource:
         self._episodes: dict[int, tuple[object, int]] = {}  # env -> (its workload, the episode's number)
         self._uid = uuid.uuid4().hex  # task keys are unique to this source: a pool may serve several
         #: One row per service: the env's episode number (from 0), the step's time, env, node, task, curve,
-        #: run family, batches planned and trained, the losses of every batch, and the seconds spent moving
-        #: (``move_s``), loading and training it.
+        #: run family, batches planned and trained, the losses of every batch, whether the run was over
+        #: after it (``finished``), and the seconds spent moving (``move_s``), loading and training it.
         self.records: list[dict[str, Any]] = []
 
     def _start_episodes(self, sim: Simulator, envs: set[int]) -> None:
@@ -137,12 +139,12 @@ class LiveSource:
         for j, result in enumerate(results):
             self._where[keys[j]] = workers[j]
             if result["losses"].size:
-                self._latest[keys[j]] = float(np.mean(result["losses"]))
+                self._latest[keys[j]] = float(np.mean(np.clip(result["losses"], LOSS_FLOOR, LOSS_CEIL)))  # as a bank's curve
             loss[j], trained[j] = self._latest[keys[j]], result["losses"].size
             _, env, episode, task = keys[j]
             self.records.append({"episode": episode, "t": int(sim.t[env]), "env": env, "node": int(served.node[j]), "task": task,
                                  "curve": int(sim.workloads[env].curve[task]), "family": specs[j].family, "planned": float(served.batches[j]),
-                                 "trained": int(trained[j]), "losses": result["losses"].tolist(), "moved": j in moves,
+                                 "trained": int(trained[j]), "losses": result["losses"].tolist(), "finished": bool(result["finished"]), "moved": j in moves,
                                  "move_s": move_s[j], "load_s": result["load_s"], "train_s": result["train_s"]})
         return loss if self.slice_s is None else Reports(loss, trained)
 

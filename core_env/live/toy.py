@@ -31,6 +31,10 @@ class ToyRegressionTask:
         self.steps, self.step = int(steps), 0
         self.last = float("nan")
 
+    @property
+    def finished(self) -> bool:
+        return self.step >= self.steps
+
     def train(self, batches: int) -> np.ndarray:
         out = np.empty(int(batches))
         for i in range(int(batches)):

@@ -47,6 +47,10 @@ def _limit_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
+def _finished(task: LiveTask) -> bool:
+    return bool(getattr(task, "finished", False))
+
+
 class NodeWorker:
     """One node's worker: the tasks resident on it, served on request (module docstring)."""
 
@@ -62,7 +66,9 @@ class NodeWorker:
               seconds: float | None, must_train: bool) -> dict[str, Any]:
         """Train task ``key`` (built from ``spec``; from ``state`` when it moved here): ``batches`` whole
         batches, or with ``batches=None`` one batch after another until ``seconds`` have passed since the
-        order arrived (at least one when ``must_train``: a task's first service reports a loss)."""
+        order arrived or the run is over (a task's ``finished``: past its length it only repeats its
+        plateau, which costs nothing and is not throughput); at least one when ``must_train`` (a task's
+        first service reports a loss)."""
         start = time.perf_counter()
         if state is not None or key not in self.tasks:
             task = build_task(spec)
@@ -77,10 +83,12 @@ class NodeWorker:
             losses = np.asarray(task.train(int(batches)), dtype=np.float64)
         else:
             pieces = []
-            while (must_train and not pieces) or time.perf_counter() - start < seconds:
+            while (must_train and not pieces) or (time.perf_counter() - start < seconds and not _finished(task)):
+                pieces.append(np.asarray(task.train(1), dtype=np.float64))
+            if not pieces and _finished(task):  # a run already over reports its plateau (one free batch)
                 pieces.append(np.asarray(task.train(1), dtype=np.float64))
             losses = np.concatenate(pieces) if pieces else np.zeros(0)
-        return {"losses": losses, "load_s": loaded - start, "train_s": time.perf_counter() - loaded}
+        return {"losses": losses, "load_s": loaded - start, "train_s": time.perf_counter() - loaded, "finished": _finished(task)}
 
     def take(self, key: Any) -> bytes:
         """Task ``key``'s state, handed over (it no longer lives here)."""

@@ -114,98 +114,122 @@ def make_envs(family: str):
                                     autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
 
 
-def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
-    import torch
-    import torch.nn.functional as F
+class ActorCriticRun:
+    """The state an actor-critic run carries from one update to the next (model, optimizer, the action
+    generator, the envs, their last observation, open episodes' returns, NEXT_STEP autoreset flags):
+    :func:`run` makes its updates one by one, and so does the resumable live task
+    (:mod:`core_env.live.tasks`)."""
 
-    hp = sample_hp(seeds.hp)
-    C.torch_setup(seeds.torch_seed)
-    env_id = ENVS[family]
-    envs = make_envs(family)
-    n_obs, n_act = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
-    model = build(n_obs, n_act, hp)
-    params = list(model.parameters())
-    opt = C.make_optimizer(params, hp)
-    rng = seeds.data
-    obs, _ = envs.reset(seed=seeds.env_seed)
-    ep_ret = np.zeros(N_ENVS)
-    gamma, lam = hp["gamma"], hp["gae_lambda"]
+    def __init__(self, family: str, seeds: C.RunSeeds) -> None:
+        self.family = family
+        self.hp = hp = sample_hp(seeds.hp)
+        C.torch_setup(seeds.torch_seed)
+        self.envs = envs = make_envs(family)
+        self.n_obs, self.n_act = n_obs, n_act = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
+        self.model = build(n_obs, n_act, hp)
+        self.params = list(self.model.parameters())
+        self.opt = C.make_optimizer(self.params, hp)
+        self.rng = seeds.data
+        self.obs, _ = envs.reset(seed=seeds.env_seed)
+        self.ep_ret = np.zeros(N_ENVS)
+        self.prev_done = np.zeros(N_ENVS, bool)  # NEXT_STEP autoreset: the step after a done only resets the env
+        self.buf_obs = np.zeros((ROLLOUT + 1, N_ENVS, n_obs), np.float32)  # rewritten whole by every update
+        self.buf_act = np.zeros((ROLLOUT, N_ENVS), np.int64)
+        self.buf_rew = np.zeros((ROLLOUT, N_ENVS), np.float32)
+        self.buf_term = np.zeros((ROLLOUT, N_ENVS), bool)
+        self.buf_trunc = np.zeros((ROLLOUT, N_ENVS), bool)
+        self.buf_valid = np.zeros((ROLLOUT, N_ENVS), bool)
+
+    def update(self, update: int, steps: int) -> list[float]:
+        """Update ``update`` (0-based) of ``steps``: the returns of the episodes that finished during it.
+
+        Raises FloatingPointError (a non-finite policy or loss); ValueError / RuntimeError from torch."""
+        import torch
+        import torch.nn.functional as F
+
+        hp, model, opt, rng, envs, n_obs, n_act = self.hp, self.model, self.opt, self.rng, self.envs, self.n_obs, self.n_act
+        buf_obs, buf_act, buf_rew = self.buf_obs, self.buf_act, self.buf_rew
+        buf_term, buf_trunc, buf_valid = self.buf_term, self.buf_trunc, self.buf_valid
+        gamma, lam = hp["gamma"], hp["gae_lambda"]
+        C.set_lr(opt, hp["lr"], C.lr_factor(hp["schedule"], update, steps))
+        actor = numpy_actor(model)  # parameters are fixed during a rollout
+        finished: list[float] = []
+        for t in range(ROLLOUT):
+            probs = actor(self.obs)
+            if not np.all(np.isfinite(probs)):
+                raise FloatingPointError("non-finite policy")
+            cdf = np.cumsum(probs, 1)
+            action = np.minimum((rng.random(N_ENVS)[:, None] > cdf).sum(1), n_act - 1)
+            next_obs, reward, term, trunc, _ = envs.step(action)
+            valid = ~self.prev_done
+            term, trunc = term & valid, trunc & valid
+            self.ep_ret += np.where(valid, reward, 0.0)
+            done = term | trunc
+            for i in np.flatnonzero(done):
+                finished.append(float(self.ep_ret[i]))
+                self.ep_ret[i] = 0.0
+            buf_obs[t], buf_act[t], buf_rew[t] = self.obs, action, np.where(valid, reward, 0.0) * REWARD_SCALE
+            buf_term[t], buf_trunc[t], buf_valid[t] = term, trunc, valid
+            self.prev_done = done
+            self.obs = next_obs
+        buf_obs[ROLLOUT] = self.obs
+        with torch.no_grad():
+            val = model(torch.from_numpy(buf_obs.reshape(-1, n_obs)))[1].numpy()
+        val = val.reshape(ROLLOUT + 1, N_ENVS).astype(np.float64)
+        adv = np.zeros((ROLLOUT, N_ENVS))
+        last = np.zeros(N_ENVS)
+        for t in reversed(range(ROLLOUT)):
+            # truncated: obs[t+1] is the final observation (NEXT_STEP), so bootstrapping from it is right
+            delta = buf_rew[t] + gamma * val[t + 1] * (~buf_term[t]) - val[t]
+            cont = ~(buf_term[t] | buf_trunc[t])
+            last = np.where(buf_valid[t], delta + gamma * lam * cont * last, 0.0)
+            adv[t] = last
+        valid_idx = np.flatnonzero(buf_valid.reshape(-1))
+        obs_all = torch.from_numpy(buf_obs[:ROLLOUT].reshape(-1, n_obs))
+        act_all = torch.from_numpy(buf_act.reshape(-1))
+        ret_all = torch.from_numpy((adv + val[:ROLLOUT]).reshape(-1).astype(np.float32))
+        adv_all = torch.from_numpy(adv.reshape(-1).astype(np.float32))
+        if hp["normalize_advantages"] and valid_idx.size > 1:
+            a = adv_all[torch.from_numpy(valid_idx)]
+            adv_all = (adv_all - a.mean()) / (a.std() + 1e-8)
+        # one pass over the rollout in hp["minibatches"] shuffled minibatches (one optimizer step each)
+        for chunk in np.array_split(rng.permutation(valid_idx), hp["minibatches"]):
+            if chunk.size == 0:
+                continue
+            idx = torch.from_numpy(chunk)
+            logits, values = model(obs_all[idx])
+            logp_all = torch.log_softmax(logits, -1)
+            logp = logp_all.gather(1, act_all[idx].unsqueeze(1)).squeeze(1)
+            entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+            loss = (-(logp * adv_all[idx]).mean() + hp["value_coef"] * F.mse_loss(values, ret_all[idx])
+                    - hp["entropy_coef"] * entropy)
+            if not torch.isfinite(loss):
+                raise FloatingPointError("non-finite actor-critic loss")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if hp["grad_clip"] is not None:
+                torch.nn.utils.clip_grad_norm_(self.params, hp["grad_clip"])
+            opt.step()
+        return finished
+
+    def loss(self, finished: list[float]) -> float | None:
+        """The recorded loss of an update whose finished episodes returned ``finished`` (None: none finished)."""
+        return float(np.mean([normalised_loss(self.family, r) for r in finished])) if finished else None
+
+
+def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
+    ac = ActorCriticRun(family, seeds)
     curve: list[float | None] = []
     diverged, reason, n_episodes = False, "", 0
-    buf_obs = np.zeros((ROLLOUT + 1, N_ENVS, n_obs), np.float32)
-    buf_act = np.zeros((ROLLOUT, N_ENVS), np.int64)
-    buf_rew = np.zeros((ROLLOUT, N_ENVS), np.float32)
-    buf_term = np.zeros((ROLLOUT, N_ENVS), bool)
-    buf_trunc = np.zeros((ROLLOUT, N_ENVS), bool)
-    buf_valid = np.zeros((ROLLOUT, N_ENVS), bool)
-    prev_done = np.zeros(N_ENVS, bool)  # NEXT_STEP autoreset: the step after a done only resets the env
     try:
         for update in range(steps):
-            C.set_lr(opt, hp["lr"], C.lr_factor(hp["schedule"], update, steps))
-            actor = numpy_actor(model)  # parameters are fixed during a rollout
-            finished: list[float] = []
-            for t in range(ROLLOUT):
-                probs = actor(obs)
-                if not np.all(np.isfinite(probs)):
-                    raise FloatingPointError("non-finite policy")
-                cdf = np.cumsum(probs, 1)
-                action = np.minimum((rng.random(N_ENVS)[:, None] > cdf).sum(1), n_act - 1)
-                next_obs, reward, term, trunc, _ = envs.step(action)
-                valid = ~prev_done
-                term, trunc = term & valid, trunc & valid
-                ep_ret += np.where(valid, reward, 0.0)
-                done = term | trunc
-                for i in np.flatnonzero(done):
-                    finished.append(float(ep_ret[i]))
-                    ep_ret[i] = 0.0
-                buf_obs[t], buf_act[t], buf_rew[t] = obs, action, np.where(valid, reward, 0.0) * REWARD_SCALE
-                buf_term[t], buf_trunc[t], buf_valid[t] = term, trunc, valid
-                prev_done = done
-                obs = next_obs
-            buf_obs[ROLLOUT] = obs
-            with torch.no_grad():
-                val = model(torch.from_numpy(buf_obs.reshape(-1, n_obs)))[1].numpy()
-            val = val.reshape(ROLLOUT + 1, N_ENVS).astype(np.float64)
-            adv = np.zeros((ROLLOUT, N_ENVS))
-            last = np.zeros(N_ENVS)
-            for t in reversed(range(ROLLOUT)):
-                # truncated: obs[t+1] is the final observation (NEXT_STEP), so bootstrapping from it is right
-                delta = buf_rew[t] + gamma * val[t + 1] * (~buf_term[t]) - val[t]
-                cont = ~(buf_term[t] | buf_trunc[t])
-                last = np.where(buf_valid[t], delta + gamma * lam * cont * last, 0.0)
-                adv[t] = last
-            valid_idx = np.flatnonzero(buf_valid.reshape(-1))
-            obs_all = torch.from_numpy(buf_obs[:ROLLOUT].reshape(-1, n_obs))
-            act_all = torch.from_numpy(buf_act.reshape(-1))
-            ret_all = torch.from_numpy((adv + val[:ROLLOUT]).reshape(-1).astype(np.float32))
-            adv_all = torch.from_numpy(adv.reshape(-1).astype(np.float32))
-            if hp["normalize_advantages"] and valid_idx.size > 1:
-                a = adv_all[torch.from_numpy(valid_idx)]
-                adv_all = (adv_all - a.mean()) / (a.std() + 1e-8)
-            # one pass over the rollout in hp["minibatches"] shuffled minibatches (one optimizer step each)
-            for chunk in np.array_split(rng.permutation(valid_idx), hp["minibatches"]):
-                if chunk.size == 0:
-                    continue
-                idx = torch.from_numpy(chunk)
-                logits, values = model(obs_all[idx])
-                logp_all = torch.log_softmax(logits, -1)
-                logp = logp_all.gather(1, act_all[idx].unsqueeze(1)).squeeze(1)
-                entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
-                loss = (-(logp * adv_all[idx]).mean() + hp["value_coef"] * F.mse_loss(values, ret_all[idx])
-                        - hp["entropy_coef"] * entropy)
-                if not torch.isfinite(loss):
-                    raise FloatingPointError("non-finite actor-critic loss")
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if hp["grad_clip"] is not None:
-                    torch.nn.utils.clip_grad_norm_(params, hp["grad_clip"])
-                opt.step()
+            finished = ac.update(update, steps)
             n_episodes += len(finished)
-            curve.append(float(np.mean([normalised_loss(family, r) for r in finished])) if finished else None)
+            curve.append(ac.loss(finished))
     except (FloatingPointError, ValueError, RuntimeError) as exc:
         diverged, reason = True, f"{type(exc).__name__}: {exc}"
     finally:
-        envs.close()
+        ac.envs.close()
     losses, n_backfilled, prev = [], 0, None
     first = next((c for c in curve if c is not None), None)
     for c in curve:
@@ -217,6 +241,6 @@ def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
                 c = prev
         losses.append(c)
         prev = c
-    return {"losses": losses, "diverged": diverged, "reason": reason, "hp": hp,
-            "eval": {"episodes": n_episodes, "n_backfilled": n_backfilled, "env_id": ENVS[family], "env_class": type(envs.unwrapped).__name__},
-            "n_params": sum(p.numel() for p in params)}
+    return {"losses": losses, "diverged": diverged, "reason": reason, "hp": ac.hp,
+            "eval": {"episodes": n_episodes, "n_backfilled": n_backfilled, "env_id": ENVS[family], "env_class": type(ac.envs.unwrapped).__name__},
+            "n_params": sum(p.numel() for p in ac.params)}
