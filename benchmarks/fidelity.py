@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import json
 import time
 from collections.abc import Sequence
@@ -41,7 +42,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks import add_out, markdown_table, save_figure, write_atomic, write_results
+from benchmarks import add_out, markdown_table, save_figure, write_atomic, write_atomic_bytes, write_results
 from benchmarks.rollout import run_agent
 from benchmarks.stats import paired_difference, t_interval
 from core_env.config import EnvConfig
@@ -118,9 +119,9 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
 
 def live_cell(row: str, episode: int, workload: Workload, source_args: dict[str, Any], nodes, cells: Path) -> dict[str, Any]:
     """One live episode of ``row`` (read back if its cell was written before)."""
-    path = cells / f"{row.replace(':', '_').replace(',', '_').replace('=', '')}__{episode}.json"
+    path = cells / f"{row.replace(':', '_').replace(',', '_').replace('=', '')}__{episode}.json.gz"
     if path.exists():
-        return json.loads(path.read_text())
+        return json.loads(gzip.decompress(path.read_bytes()))
     from benchmarks.agents import make_agent
 
     source = LiveSource(specs(), steps=RUN_STEPS, nodes=nodes, **source_args)
@@ -129,7 +130,7 @@ def live_cell(row: str, episode: int, workload: Workload, source_args: dict[str,
     cell = {"row": row, "episode": episode, "completion_rate": float(stats["completion_rate"][0]), "wall_s": time.perf_counter() - began,
             "records": source.records}
     source.close(nodes=False)
-    write_atomic(path, json.dumps(cell) + "\n")
+    write_atomic_bytes(path, gzip.compress((json.dumps(cell) + "\n").encode(), mtime=0))  # every batch's loss: gzipped
     return cell
 
 
@@ -153,7 +154,7 @@ def summarize(rows: Sequence[str], live: dict[str, np.ndarray], nominal: dict[st
 
 
 def measured(cells: list[dict[str, Any]], slice_s: float) -> dict[str, Any]:
-    """Throughput spread and migration cost over every live service."""
+    """Throughput spread, each row's throughput relative to all (a machine whose speed drifts shows here), and migration cost."""
     records = [r for cell in cells for r in cell["records"]]
     moved = [r for r in records if r["moved"]]
     by_family = {}
@@ -161,7 +162,11 @@ def measured(cells: list[dict[str, Any]], slice_s: float) -> dict[str, Any]:
         trained = np.array([r["trained"] for r in records if r["family"] == family and not r["moved"]], float)
         if trained.size:
             by_family[family] = {"mean": float(trained.mean()), "cv": float(trained.std() / trained.mean()) if trained.mean() else 0.0}
-    return {"services": len(records), "moves": len(moved), "batches_per_slice": by_family,
+    plain = [(cell["row"], r) for cell in cells for r in cell["records"] if not r["moved"] and not r.get("finished", False)]
+    family_mean = {f: np.mean([r["trained"] for _, r in plain if r["family"] == f]) for f in {r["family"] for _, r in plain}}
+    rows = dict.fromkeys(row for row, _ in plain)
+    speed = {row: float(np.mean([r["trained"] / family_mean[r["family"]] for name, r in plain if name == row])) for row in rows}
+    return {"services": len(records), "moves": len(moved), "batches_per_slice": by_family, "row_throughput": speed,
             "move_s_mean": float(np.mean([r["move_s"] + r["load_s"] for r in moved])) if moved else 0.0,
             "move_share_of_slice": float(np.mean([(r["move_s"] + r["load_s"]) / slice_s for r in moved])) if moved else 0.0}
 
@@ -178,14 +183,33 @@ def table(result: dict[str, Any]) -> str:
                              for r in result["rows"]])]
     c, m = result["calibration"], result["measured"]
     lines.append("")
+    lines.append(verdict(result))
+    lines.append("")
     lines.append(f"{result['episodes']} episodes (each its own root) on N = {result['config']['n_nodes']} {result['backend']} workers, "
                  f"slice {1000 * result['slice_s']:.1f} ms; rank agreement (Kendall's tau) live vs uncalibrated "
                  f"{_tau(result['rank_tau']['uncalibrated'])}, vs calibrated {_tau(result['rank_tau']['calibrated'])}. "
                  f"Calibrated: node speeds {', '.join(f'{s:.2f}' for s in c['speeds'])}, switch cost {c['switch_cost']:.2f} "
                  f"({c['switched']} of {c['services']} services switched); {m['moves']} moves cost {1000 * m['move_s_mean']:.1f} ms "
-                 f"({100 * m['move_share_of_slice']:.0f}% of a slice) on average. Wall time {result['wall_s'] / 60:.1f} min, "
+                 f"({100 * m['move_share_of_slice']:.0f}% of a slice) on average. Batches per unmoved service relative to its "
+                 f"family's mean, by row: {', '.join(f'{row} {v:.2f}' for row, v in m['row_throughput'].items())}. Wall time {result['wall_s'] / 60:.1f} min, "
                  f"{result['machine']['cpus']} CPUs, commit {result['commit']}.")
     return "\n".join(lines)
+
+
+def verdict(result: dict[str, Any]) -> str:
+    """The issue's targets in one sentence: rows within the target, CI width, and the two rankings."""
+    rows = result["rows"]
+    met = [r["row"] for r in rows if r["within_target"]]
+    half = [100 * (r["live_minus_calibrated"]["ci_high"] - r["live_minus_calibrated"]["ci_low"]) / 2 for r in rows]
+
+    def order(key: str) -> str:
+        return " > ".join(r["row"] for r in sorted(rows, key=lambda r: -r[key]))
+
+    same = order("live") == order("calibrated")
+    return (f"**Target**: the calibrated simulator within {TARGET_POINTS:g} points of live for {len(met)} of {len(rows)} rows"
+            f"{' (' + ', '.join(met) + ')' if met else ''}; the paired CIs' half-widths are {min(half):.1f}–{max(half):.1f} points, "
+            f"{'wider' if min(half) > TARGET_POINTS else 'not all wider'} than the target. **Ranking** "
+            f"{'the same' if same else 'not the same'} live ({order('live')}) and calibrated ({order('calibrated')}).")
 
 
 def _tau(value: float | None) -> str:
@@ -235,8 +259,9 @@ def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process",
             chosen = slice_s if slice_s is not None else float(np.median([nominal_rate() / throughput[f] for f in FAMILIES]))
             settings = {"slice_s": chosen, "profile_batches_per_s": throughput, "backend": backend}
             write_atomic(settings_path, json.dumps(settings, indent=1) + "\n")
+        # episode by episode, every row in turn: a machine whose speed drifts (a shared VM) slows every row alike
         cells = [live_cell(row, e, plays[e], {"slice_s": settings["slice_s"]}, nodes, cells_dir)
-                 for row in tqdm(rows, desc="fidelity rows") for e in range(episodes)]
+                 for e in tqdm(range(episodes), desc="fidelity episodes") for row in rows]
     finally:
         nodes.close()
     live = {row: np.array([c["completion_rate"] for c in cells if c["row"] == row]) for row in rows}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 
@@ -78,12 +79,41 @@ def test_the_fidelity_benchmark_runs_end_to_end_and_resumes(tmp_path, monkeypatc
     assert saved["slice_s"] == pytest.approx(np.median([fidelity.nominal_rate() / saved["profile_batches_per_s"][f] for f in fidelity.FAMILIES]))
     assert (tmp_path / "fidelity" / "fidelity.png").stat().st_size > 0
     assert "| edf |" in fidelity.table(saved)
-    cells = sorted((tmp_path / "fidelity" / "cells").glob("*.json"))
+    cells = sorted((tmp_path / "fidelity" / "cells").glob("*.json.gz"))
     assert len(cells) == 4
+    order = [json.loads(gzip.decompress(c.read_bytes()))["episode"] for c in sorted(cells, key=lambda c: c.stat().st_mtime_ns)]
+    assert order == [0, 0, 1, 1]  # episode by episode, every row in turn: a drifting machine slows every row alike
     stamps = [c.stat().st_mtime_ns for c in cells]
     again = fidelity.run(["edf", "fifo"], episodes=2, out=tmp_path)  # resumed: every live cell read back, none replayed
     assert [c.stat().st_mtime_ns for c in cells] == stamps
     assert [r["live"] for r in again["rows"]] == [r["live"] for r in saved["rows"]]
+
+
+def test_measured_shows_each_rows_throughput_relative_to_its_familys_mean():
+    from benchmarks.fidelity import measured
+
+    def service(trained, family, moved=False, finished=False):
+        return {"trained": trained, "family": family, "moved": moved, "finished": finished, "move_s": 0.01, "load_s": 0.0}
+
+    cells = [{"row": "slow", "records": [service(90, "a"), service(45, "b"), service(500, "a", finished=True)]},
+             {"row": "fast", "records": [service(110, "a"), service(55, "b"), service(10, "a", moved=True)]}]
+    result = measured(cells, slice_s=0.1)
+    assert result["row_throughput"] == pytest.approx({"slow": 0.9, "fast": 1.1})  # moved and finished services left out
+    assert result["moves"] == 1 and result["move_share_of_slice"] == pytest.approx(0.1)
+
+
+def test_the_verdict_names_the_rows_within_the_target_and_compares_the_rankings():
+    from benchmarks.fidelity import verdict
+
+    def row(name, live, calibrated, ci):
+        return {"row": name, "live": live, "calibrated": calibrated, "within_target": abs(live - calibrated) * 100 <= 3,
+                "live_minus_calibrated": {"ci_low": live - calibrated - ci, "ci_high": live - calibrated + ci}}
+
+    text = verdict({"rows": [row("a", 0.50, 0.51, 0.02), row("b", 0.40, 0.45, 0.06)]})
+    assert "within 3 points of live for 1 of 2 rows (a)" in text and "2.0–6.0 points, not all wider" in text
+    assert "**Ranking** the same live (a > b) and calibrated (a > b)" in text
+    swapped = verdict({"rows": [row("a", 0.50, 0.40, 0.05), row("b", 0.45, 0.46, 0.05)]})
+    assert "**Ranking** not the same live (a > b) and calibrated (b > a)" in swapped and "wider than the target" in swapped
 
 
 @pytest.mark.parametrize("argv, message", [
