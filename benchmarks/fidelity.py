@@ -21,7 +21,9 @@ simulated completion with t-based 95% CIs over episodes and paired live − simu
 the calibrated simulator lies within :data:`TARGET_POINTS` points of live, the rank agreement of the rows
 (Kendall's tau), the measured throughput spread and migration cost, and the calibration. Each live
 episode's cell and per-service records are written as they finish (``OUT/fidelity/cells``), so an
-interrupted run resumes; ``OUT/fidelity/fidelity.json`` and ``fidelity.png`` at the end.
+interrupted run resumes (with the slice and backend it started with; another one is an error);
+``OUT/fidelity/fidelity.json`` and ``fidelity.png`` at the end. The calibrated replay of each episode
+uses a fit that leaves that episode out (the fit over all episodes is the one shown).
 
 Live numbers depend on the machine: on a 2-core machine the two worker processes and the scheduler share
 the cores (contention is part of what is measured). ``--backend ray`` runs the nodes as Ray actors
@@ -128,7 +130,7 @@ def live_cell(row: str, episode: int, workload: Workload, source_args: dict[str,
     began = time.perf_counter()
     stats = run_agent(make_agent(row), [workload], CONFIG, task_source=source)
     cell = {"row": row, "episode": episode, "completion_rate": float(stats["completion_rate"][0]), "wall_s": time.perf_counter() - began,
-            "records": source.records}
+            "records": source.records, "steps": source.steps_log}
     source.close(nodes=False)
     write_atomic_bytes(path, gzip.compress((json.dumps(cell) + "\n").encode(), mtime=0))  # every batch's loss: gzipped
     return cell
@@ -159,7 +161,7 @@ def measured(cells: list[dict[str, Any]], slice_s: float) -> dict[str, Any]:
     moved = [r for r in records if r["moved"]]
     by_family = {}
     for family in FAMILIES:
-        trained = np.array([r["trained"] for r in records if r["family"] == family and not r["moved"]], float)
+        trained = np.array([r["trained"] for r in records if r["family"] == family and not r["moved"] and not r.get("finished", False)], float)
         if trained.size:
             by_family[family] = {"mean": float(trained.mean()), "cv": float(trained.std() / trained.mean()) if trained.mean() else 0.0}
     plain = [(cell["row"], r) for cell in cells for r in cell["records"] if not r["moved"] and not r.get("finished", False)]
@@ -191,7 +193,8 @@ def table(result: dict[str, Any]) -> str:
                  f"Calibrated: node speeds {', '.join(f'{s:.2f}' for s in c['speeds'])}, switch cost {c['switch_cost']:.2f} "
                  f"({c['switched']} of {c['services']} services switched); {m['moves']} moves cost {1000 * m['move_s_mean']:.1f} ms "
                  f"({100 * m['move_share_of_slice']:.0f}% of a slice) on average. Batches per unmoved service relative to its "
-                 f"family's mean, by row: {', '.join(f'{row} {v:.2f}' for row, v in m['row_throughput'].items())}. Wall time {result['wall_s'] / 60:.1f} min, "
+                 f"family's mean, by row: {', '.join(f'{row} {v:.2f}' for row, v in m['row_throughput'].items())}. Wall time {result['wall_s'] / 60:.1f} min for the last invocation "
+                 f"({result['live_wall_s'] / 60:.1f} min of live play over all cells), "
                  f"{result['machine']['cpus']} CPUs, commit {result['commit']}.")
     return "\n".join(lines)
 
@@ -239,6 +242,23 @@ def figure(result: dict[str, Any], path: Path) -> Path:
     return save_figure(fig, path, dpi=120)
 
 
+def resumed_settings(out: Path, backend: str, slice_s: float | None) -> dict[str, Any] | None:
+    """The settings of the cells already in ``out`` (``OUT/fidelity``), or None.
+
+    Raises:
+        ValueError: they were played with another backend or slice than asked for.
+    """
+    path = Path(out) / "settings.json"
+    if not path.exists():
+        return None
+    settings = json.loads(path.read_text())
+    for name, given in (("slice_s", slice_s), ("backend", backend)):
+        if given is not None and given != settings[name]:
+            raise ValueError(f"{out} holds cells played with {name}={settings[name]!r}, not {given!r}: "
+                             "use another --out, or delete it to start over")
+    return settings
+
+
 def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process", address: str | None = None, slice_s: float | None = None) -> dict[str, Any]:
     from benchmarks.report import commit, machine
 
@@ -246,15 +266,14 @@ def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process",
     out = Path(out) / "fidelity"
     cells_dir = out / "cells"
     cells_dir.mkdir(parents=True, exist_ok=True)
+    settings = resumed_settings(out, backend, slice_s)  # a resumed run keeps its slice and backend
     bank = record_bank("fidelity_mlp", specs(), steps=RUN_STEPS)
     plays = workloads(bank, episodes)
     nodes = make_nodes(CONFIG.n_nodes, backend, address=address)
     try:
         warm_up(nodes)
         settings_path = out / "settings.json"
-        if settings_path.exists():  # a resumed run keeps its slice: its cells were played with it
-            settings = json.loads(settings_path.read_text())
-        else:
+        if settings is None:
             throughput = profile(nodes)
             chosen = slice_s if slice_s is not None else float(np.median([nominal_rate() / throughput[f] for f in FAMILIES]))
             settings = {"slice_s": chosen, "profile_batches_per_s": throughput, "backend": backend}
@@ -265,13 +284,17 @@ def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process",
     finally:
         nodes.close()
     live = {row: np.array([c["completion_rate"] for c in cells if c["row"] == row]) for row in rows}
-    by_episode: dict[tuple[str, int], list] = {(c["row"], c["episode"]): c["records"] for c in cells}
-    fit = calibrate(by_episode.values(), CONFIG.n_nodes)
+    fit = calibrate([c["records"] for c in cells], CONFIG.n_nodes)  # shown; each episode replays with a fit that leaves it out
     families = [spec.family for spec in specs()]
-    pairs = [calibrated(w, families, fit, CONFIG) for w in plays]
-    nominal, fitted = simulated(rows, plays, CONFIG), simulated(rows, [w for w, _ in pairs], pairs[0][1])
+    fitted_runs = []
+    for e, workload in enumerate(plays):
+        held_out = calibrate([c["records"] for c in cells if c["episode"] != e], CONFIG.n_nodes)
+        replay, replay_config = calibrated(workload, families, held_out, CONFIG)
+        fitted_runs.append(simulated(rows, [replay], replay_config))
+    fitted = {row: np.concatenate([run[row] for run in fitted_runs]) for row in rows}
+    nominal = simulated(rows, plays, CONFIG)
     summary = summarize(rows, live, nominal, fitted)
-    result = {"suite": "fidelity", "rows": summary, "episodes": episodes, "backend": backend, "slice_s": settings["slice_s"],
+    result = {"suite": "fidelity", "rows": summary, "episodes": episodes, "backend": settings["backend"], "slice_s": settings["slice_s"],
               "profile_batches_per_s": settings["profile_batches_per_s"], "nominal_rate": nominal_rate(),
               "config": {"n_nodes": CONFIG.n_nodes, "n_slots": CONFIG.n_slots, "arrival_steps": CONFIG.arrival_steps,
                          "max_cycles": CONFIG.max_cycles, "load": CONFIG.load, "recipe": dataclasses.asdict(RECIPE)},
@@ -308,6 +331,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             make_agent(row)
         except (ValueError, FileNotFoundError) as error:
             parser.error(f"--rows: {error}")
+    try:
+        resumed_settings(Path(args.out) / "fidelity", args.backend, args.slice_s)
+    except ValueError as error:
+        parser.error(str(error))
     result = run(args.rows, args.episodes, args.out, args.backend, args.address, args.slice_s)
     print(table(result))
     print(f"\nwrote {Path(args.out) / 'fidelity'}/fidelity.json and fidelity.png")

@@ -190,6 +190,8 @@ class Simulator:
         self._action_shape = (self.B, self.N)
         self._shape = (self.B, self.N, self.K)
         self.workloads: list[Workload] = []
+        #: (B,) episodes started in each env so far (a task source tells a reset by it, even with the same workload).
+        self.episodes_started = np.zeros(self.B, np.int64)
 
     @property
     def speeds(self) -> np.ndarray:
@@ -292,6 +294,7 @@ class Simulator:
 
     def _start(self, b: int, workload: Workload) -> None:
         """Load ``workload`` into environment b's rows and admit its tasks of t = 0."""
+        self.episodes_started[b] += 1
         K, m, bank, a = self.K, self._task_stride, self.bank, self.arrays
         rows = slice(b * m, (b + 1) * m)
         ints, floats = a.task_ints[rows], a.task_floats[rows]

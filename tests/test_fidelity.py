@@ -59,6 +59,20 @@ def test_calibrated_sets_each_tasks_rate_and_the_configs_service_model():
     assert config.switch_cost == fit.switch_cost and tuple(config.node_speeds) == fit.speeds
 
 
+def test_calibration_keeps_episodes_apart_and_never_guesses_a_rate():
+    from core_env.curves import CurveBank
+    from core_env.workload import Workload
+
+    first = [dict(_service(0, 0, 0, 10), episode=0), dict(_service(1, 0, 0, 10), episode=0)]
+    second = [dict(_service(5, 1, 0, 10), episode=1)]  # task 0 of the next episode: its first service, not a switch
+    assert switched(first + second) == [False, False, False]
+    bank = CurveBank("two", [np.linspace(2.0, 0.1, 100), np.linspace(3.0, 0.2, 50)], ["a", "b"])
+    workload = Workload(bank, np.array([0, 1]), np.array([20, 21]), np.array([1.0, 1.0]), np.array([5.0, 5.0]), np.array([0, 1]),
+                        np.array([bank.demand(0, 1.0, 5.0), bank.demand(1, 1.0, 5.0)]), 2)
+    with pytest.raises(ValueError, match=r"measured no rate for family\(ies\) \['b'\]"):
+        calibrated(workload, ["a", "b"], calibrate([first + second], n_nodes=2), EnvConfig(n_nodes=2, n_slots=2))
+
+
 def test_the_fidelity_benchmark_runs_end_to_end_and_resumes(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     pytest.importorskip("sklearn")
@@ -114,6 +128,18 @@ def test_the_verdict_names_the_rows_within_the_target_and_compares_the_rankings(
     assert "**Ranking** the same live (a > b) and calibrated (a > b)" in text
     swapped = verdict({"rows": [row("a", 0.50, 0.40, 0.05), row("b", 0.45, 0.46, 0.05)]})
     assert "**Ranking** not the same live (a > b) and calibrated (b > a)" in swapped and "wider than the target" in swapped
+
+
+def test_resuming_with_another_slice_or_backend_exits_2(tmp_path, capsys):
+    from benchmarks import fidelity
+
+    (tmp_path / "fidelity").mkdir()
+    (tmp_path / "fidelity" / "settings.json").write_text(json.dumps({"slice_s": 0.3, "backend": "process", "profile_batches_per_s": {}}))
+    for argv, message in ((["--slice", "0.5"], "slice_s=0.3, not 0.5"), (["--backend", "ray"], "backend='process', not 'ray'")):
+        with pytest.raises(SystemExit) as stop:
+            fidelity.main([*argv, "--out", str(tmp_path)])
+        assert stop.value.code == 2 and message in capsys.readouterr().err
+    assert fidelity.resumed_settings(tmp_path / "fidelity", "process", None)["slice_s"] == 0.3
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -197,6 +197,9 @@ def test_wall_clock_slices_train_what_the_nodes_manage_and_that_is_the_progress(
     moved = [r for r in records if r["moved"]]
     assert moved and all(r["move_s"] > 0 for r in moved)
     assert sim.statistics_of(0)["completed"] > 0
+    steps = source.steps_log  # one row per step with a service
+    assert [s["t"] for s in steps] == sorted({r["t"] for r in records}) and steps[0]["between_s"] is None
+    assert all(s["serve_s"] > 0 and s["between_s"] >= 0 for s in steps[1:])  # toy runs end well within a slice
 
 
 def test_a_worker_killed_mid_episode_fails_the_step_clearly_and_changes_nothing():
@@ -221,6 +224,45 @@ def test_a_worker_killed_mid_episode_fails_the_step_clearly_and_changes_nothing(
         source.close()
 
 
+def test_a_reset_to_the_same_workload_starts_every_task_afresh():
+    specs, bank = _toy()
+    workload = _toy_workload(bank)
+    sim = Simulator(EnvConfig(n_nodes=2, n_slots=4, arrival_steps=6, max_cycles=30))
+    source = LiveSource(specs, steps=TOY_STEPS)
+    firsts = []
+    for _ in range(2):
+        sim.reset([workload])  # the same Workload object twice
+        for _ in range(3):
+            sim.step(np.array([[1, 2]]), source=source)
+        firsts.append([r["losses"] for r in source.records if r["episode"] == len(firsts)])
+    assert firsts[0] == firsts[1] and len(firsts[0]) == 6  # the second episode's tasks did not resume the first's
+    other = Simulator(EnvConfig(n_nodes=2, n_slots=4, arrival_steps=6, max_cycles=30))
+    other.reset([workload])  # a new simulator (a new env) with the same source: afresh too
+    other.step(np.array([[1, 2]]), source=source)
+    assert [r["losses"] for r in source.records[-2:]] == firsts[0][:2] and source.records[-1]["episode"] == 2
+    source.close()
+
+
+def test_after_a_failure_the_source_takes_no_further_step_and_a_lost_task_is_never_restarted():
+    from core_env.live.workers import NodeFailure, NodeWorker
+
+    specs, bank = _toy()
+    sim = Simulator(EnvConfig(n_nodes=2, n_slots=4, arrival_steps=6, max_cycles=30))
+    sim.reset([_toy_workload(bank)])
+    source = LiveSource(specs, steps=TOY_STEPS)
+    sim.step(np.array([[1, 2]]), source=source)
+    source.nodes.workers[1].tasks.clear()  # node 1 lost what it held (as a restarted worker would)
+    with pytest.raises(NodeFailure, match="node 1: .*should live on node 1 but does not"):
+        sim.step(np.array([[1, 2]]), source=source)
+    with pytest.raises(NodeFailure, match="this live source failed before"):
+        sim.step(np.array([[1, 2]]), source=source)
+    worker = NodeWorker(0, None)
+    with pytest.raises(RuntimeError, match="should live on node 0 but does not"):
+        worker.serve("k", specs[0], TOY_STEPS, None, 1, None, False)
+    assert worker.serve("k", specs[0], TOY_STEPS, None, 1, None, True)["losses"].size == 1  # a first service builds it
+    source.close()
+
+
 def test_bad_live_arguments_are_named():
     from core_env.live.workers import make_nodes
 
@@ -232,6 +274,14 @@ def test_bad_live_arguments_are_named():
         make_nodes(0, "inprocess")
     with pytest.raises(ValueError, match=r"slice_s must be None \(planned batches\) or seconds in \(0, 3600\), got -1"):
         LiveSource([TaskSpec(TOY, 0)], slice_s=-1)
+    with pytest.raises(TypeError, match="specs\\[1\\] must be a TaskSpec, got str"):
+        LiveSource([TaskSpec(TOY, 0), "mlp_wine"])
+    with pytest.raises(ValueError, match="specs\\[0\\]: unknown live task family 'no_such_family'"):
+        LiveSource([TaskSpec("no_such_family", 0)])
+    with pytest.raises(ValueError, match="steps must be None .* got 2.5"):
+        LiveSource([TaskSpec(TOY, 0)], steps=2.5)
+    with pytest.raises(ValueError, match="slice_s needs nodes that train at once"):
+        LiveSource([TaskSpec(TOY, 0)], slice_s=0.1)
     with pytest.raises(TypeError, match="task_source must be a TaskSource .* got str"):
         from core_env import discrete_core_v1
 
@@ -276,9 +326,12 @@ def test_a_live_episode_on_local_ray_actors_equals_the_in_process_one(tmp_path):
 
     from test_integrations import ROOT, _extra_python
 
-    python = _extra_python()
-    if python is None or subprocess.run([str(python), "-c", "import ray"], capture_output=True).returncode:
-        pytest.skip("Ray lives in the extra venv (build/rllib-venv, `make rllib-venv`), which is not installed here")
+    import sys
+
+    with_ray = [p for p in (sys.executable, _extra_python()) if p is not None and not subprocess.run([str(p), "-c", "import ray"], capture_output=True).returncode]
+    if not with_ray:
+        pytest.skip("Ray is installed neither here (the dev extra) nor in build/rllib-venv")
+    python = with_ray[0]
     script = tmp_path / "ray_episode.py"
     functions = inspect.getsource(_toy_workload) + "\n" + inspect.getsource(_toy)  # the same episode, without pytest
     script.write_text(RAY_EPISODE.format(toy=TOY, steps=TOY_STEPS, functions=functions))

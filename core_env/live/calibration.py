@@ -52,7 +52,7 @@ def switched(episode: Sequence[Mapping[str, Any]]) -> list[bool]:
     last: dict[Any, tuple[int, int]] = {}
     out = []
     for record in episode:
-        key = (record["env"], record["task"])
+        key = (record.get("episode", 0), record["env"], record["task"])  # one source's records may span episodes
         before = last.get(key)
         out.append(before is not None and (before[0] != record["node"] or before[1] != record["t"] - 1))
         last[key] = (record["node"], record["t"])
@@ -88,9 +88,15 @@ def calibrate(episodes: Iterable[Sequence[Mapping[str, Any]]], n_nodes: int) -> 
 
 def calibrated(workload: Workload, families: Sequence[str], calibration: Calibration, config: EnvConfig) -> tuple[Workload, EnvConfig]:
     """``workload`` with every task at its family's measured rate (``families[c]``: the family of curve
-    ``c``; a family never measured keeps its rate), its demand recomputed, and ``config`` with the measured
-    node speeds and switching cost."""
-    rates = np.array([calibration.rates.get(families[c], r) for c, r in zip(workload.curve.tolist(), workload.batches_per_step.tolist())])
+    ``c``), its demand recomputed, and ``config`` with the measured node speeds and switching cost.
+
+    Raises:
+        ValueError: a task of a family the calibration never measured (no silent nominal rate).
+    """
+    unmeasured = sorted({families[c] for c in workload.curve.tolist()} - set(calibration.rates))
+    if unmeasured:
+        raise ValueError(f"the calibration measured no rate for family(ies) {unmeasured}: play episodes that serve them")
+    rates = np.array([calibration.rates[families[c]] for c in workload.curve.tolist()], np.float64)
     rates = np.maximum(rates, 1e-6)
     demand = np.array([workload.bank.demand(int(c), float(t), float(r)) for c, t, r in zip(workload.curve, workload.target, rates)])
     changed = dataclasses.replace(workload, batches_per_step=rates, demand=demand)

@@ -40,7 +40,7 @@ import numpy as np
 
 from core_env.curves import CurveBank
 from core_env.curves.bank import LOSS_CEIL, LOSS_FLOOR
-from core_env.live.tasks import TaskSpec, build_task
+from core_env.live.tasks import LIVE_FAMILIES, TaskSpec, build_task
 from core_env.live.workers import InProcessNodes, NodeFailure
 from core_env.task_source import Reports, Served
 
@@ -70,7 +70,8 @@ class LiveSource:
         specs: ``specs[c]`` is the run behind curve ``c`` of the workloads' bank.
         steps: every run's length in batches (default: its family's).
         nodes: the workers (:func:`core_env.live.workers.make_nodes`), one per node of each env (node
-            ``n`` of env ``b`` is worker ``b * N + n``); default: in-process workers, made on first use.
+            ``n`` of env ``b`` is worker ``b * N + n``); default: in-process workers, made on first use (planned
+            batches only: with ``slice_s`` the nodes must train at once, on processes or Ray).
         slice_s: None — each service trains the whole batches the rules planned (deterministic: the
             episode equals its simulation on :func:`record_bank`); a float — a step is a wall-clock slice
             of that many seconds, and each served task trains as many batches as its node manages in it,
@@ -80,24 +81,44 @@ class LiveSource:
     def __init__(self, specs: Sequence[TaskSpec], steps: int | None = None, nodes: Any = None, slice_s: float | None = None) -> None:
         if not specs:
             raise ValueError("specs must name at least one run")
+        for i, spec in enumerate(specs):
+            if not isinstance(spec, TaskSpec):
+                raise TypeError(f"specs[{i}] must be a TaskSpec, got {type(spec).__name__}")
+            if spec.family not in LIVE_FAMILIES and ":" not in spec.family:
+                raise ValueError(f"specs[{i}]: unknown live task family {spec.family!r}; choose from {list(LIVE_FAMILIES)} or give 'module:factory'")
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1):
+            raise ValueError(f"steps must be None (each run's own length) or an int >= 1, got {steps!r}")
         if slice_s is not None and (isinstance(slice_s, bool) or not isinstance(slice_s, (int, float)) or not 0.0 < slice_s < 3600.0):
             raise ValueError(f"slice_s must be None (planned batches) or seconds in (0, 3600), got {slice_s!r}")
+        if slice_s is not None and nodes is None:
+            raise ValueError("slice_s needs nodes that train at once (nodes=make_nodes(N, 'process') or 'ray'); "
+                             "the default in-process workers run one after another")
         self.specs, self.steps, self.nodes, self.slice_s = list(specs), steps, nodes, slice_s
         self._where: dict[tuple, int] = {}  # task key -> the worker holding it
         self._latest: dict[tuple, float] = {}
-        self._episodes: dict[int, tuple[object, int]] = {}  # env -> (its workload, the episode's number)
+        self._sim: Simulator | None = None
+        self._episodes: dict[int, tuple[int, int]] = {}  # env -> (the sim's episodes started there, this source's episode number)
+        self._broken: str | None = None  # the failure that ended this source
         self._uid = uuid.uuid4().hex  # task keys are unique to this source: a pool may serve several
         #: One row per service: the env's episode number (from 0), the step's time, env, node, task, curve,
         #: run family, batches planned and trained, the losses of every batch, whether the run was over
         #: after it (``finished``), and the seconds spent moving (``move_s``), loading and training it.
         self.records: list[dict[str, Any]] = []
+        #: One row per env and step with a service: episode, env, t, services, the step's seconds in this
+        #: source (moves and training: ``serve_s``) and since the source's previous step ended (``between_s``:
+        #: the agent's decision and the engine; None at the first).
+        self.steps_log: list[dict[str, Any]] = []
+        self._ended: float | None = None
 
     def _start_episodes(self, sim: Simulator, envs: set[int]) -> None:
         """A new episode in an env (a reset): its old tasks are dropped on the workers holding them."""
+        if sim is not self._sim:  # another simulator (a new env): every env starts anew
+            self._sim = sim
+            self._episodes = {env: (-1, number) for env, (_, number) in self._episodes.items()}
         for env in envs:
-            workload, number = self._episodes.get(env, (None, -1))
-            if workload is not sim.workloads[env]:
-                self._episodes[env] = (sim.workloads[env], number + 1)
+            started, number = self._episodes.get(env, (-1, -1))
+            if started != int(sim.episodes_started[env]):  # a reset, even to the same workload
+                self._episodes[env] = (int(sim.episodes_started[env]), number + 1)
                 self._forget([key for key in self._where if key[1] == env])
 
     def _forget(self, keys: list[tuple]) -> None:
@@ -114,6 +135,16 @@ class LiveSource:
         return self.specs[curve]
 
     def report(self, sim: Simulator, served: Served) -> np.ndarray | Reports:
+        if self._broken is not None:
+            raise NodeFailure(f"this live source failed before ({self._broken}): its tasks' state is gone; "
+                              "start a new episode with a new source and pool")
+        try:
+            return self._report(sim, served)
+        except NodeFailure as error:
+            self._broken = str(error).splitlines()[0]
+            raise
+
+    def _report(self, sim: Simulator, served: Served) -> np.ndarray | Reports:
         if self.nodes is None:
             self.nodes = InProcessNodes(sim.B * sim.N)
         if len(self.nodes) < sim.B * sim.N:
@@ -146,6 +177,11 @@ class LiveSource:
                                  "curve": int(sim.workloads[env].curve[task]), "family": specs[j].family, "planned": float(served.batches[j]),
                                  "trained": int(trained[j]), "losses": result["losses"].tolist(), "finished": bool(result["finished"]), "moved": j in moves,
                                  "move_s": move_s[j], "load_s": result["load_s"], "train_s": result["train_s"]})
+        ended = time.perf_counter()
+        for env in sorted(set(served.env.tolist())):
+            self.steps_log.append({"episode": self._episodes[env][1], "env": env, "t": int(sim.t[env]), "services": int((served.env == env).sum()),
+                                   "serve_s": ended - began, "between_s": None if self._ended is None else began - self._ended})
+        self._ended = ended
         return loss if self.slice_s is None else Reports(loss, trained)
 
     def _planned(self, served: Served, j: int, key: tuple) -> int | None:
@@ -181,3 +217,4 @@ class LiveSource:
         if nodes and self.nodes is not None:
             self.nodes.close()
         self._episodes.clear()
+        self._sim = None

@@ -18,7 +18,10 @@ then collecting lets the nodes work at once:
 
 A worker that dies, or a task that raises on a worker, raises :class:`NodeFailure` naming the node: the
 task source then fails the step and the engine leaves the state as it was before it (never a silent
-wrong loss). The tasks that lived on the dead worker are lost; start a new episode with a new pool.
+wrong loss). After a failure the source and a process pool take no further order (answers to the other
+nodes' orders may be left unread, and the tasks that lived on the dead worker are lost), and a worker
+asked to serve a task it should hold but does not raises instead of restarting the task from its first
+batch: start a new episode with a new pool and a new source.
 """
 
 from __future__ import annotations
@@ -54,10 +57,11 @@ def _finished(task: LiveTask) -> bool:
 class NodeWorker:
     """One node's worker: the tasks resident on it, served on request (module docstring)."""
 
-    def __init__(self, node: int, threads: int = 1) -> None:
+    def __init__(self, node: int, threads: int | None = 1) -> None:
         self.node = node
         self.tasks: dict[Any, LiveTask] = {}
-        _limit_threads(threads)
+        if threads is not None:  # a worker process or actor of its own (in-process workers leave the caller's threads)
+            _limit_threads(threads)
 
     def pid(self) -> int:
         return os.getpid()
@@ -70,6 +74,9 @@ class NodeWorker:
         plateau, which costs nothing and is not throughput); at least one when ``must_train`` (a task's
         first service reports a loss)."""
         start = time.perf_counter()
+        if state is None and key not in self.tasks and not must_train:
+            raise RuntimeError(f"task {key!r} should live on node {self.node} but does not (a restarted worker?): "
+                               "its state is lost, so it cannot go on")
         if state is not None or key not in self.tasks:
             task = build_task(spec)
             if steps is not None and hasattr(task, "steps"):
@@ -129,7 +136,7 @@ class InProcessNodes:
     backend = "inprocess"
 
     def __init__(self, n_nodes: int, threads: int = 1) -> None:
-        self.workers = [NodeWorker(node, threads) for node in range(_check_nodes(n_nodes))]
+        self.workers = [NodeWorker(node, None) for node in range(_check_nodes(n_nodes))]
 
     def __len__(self) -> int:
         return len(self.workers)
@@ -155,6 +162,7 @@ class ProcessNodes:
     def __init__(self, n_nodes: int, threads: int = 1, start_timeout: float = 120.0) -> None:
         context = multiprocessing.get_context("spawn")
         self.connections, self.processes = [], []
+        self.failed: str | None = None  # the first failure: the pool takes no order after it
         for node in range(_check_nodes(n_nodes)):
             mine, theirs = context.Pipe()
             process = context.Process(target=_serve_forever, args=(theirs, node, threads), daemon=True, name=f"core-node-{node}")
@@ -169,6 +177,8 @@ class ProcessNodes:
         return len(self.processes)
 
     def submit(self, node: int, method: str, *args: Any) -> str:
+        if self.failed is not None:  # answers to earlier orders may still wait in the pipes: nothing can be trusted
+            raise NodeFailure(f"this pool failed before ({self.failed.splitlines()[0]}): close it and start a new one")
         try:
             self.connections[node].send((method, args))
         except (BrokenPipeError, OSError) as error:
@@ -176,6 +186,13 @@ class ProcessNodes:
         return method
 
     def result(self, node: int, handle: str, timeout: float | None = None) -> Any:
+        try:
+            return self._result(node, handle, timeout)
+        except NodeFailure as error:
+            self.failed = str(error)
+            raise
+
+    def _result(self, node: int, handle: str, timeout: float | None) -> Any:
         connection, process = self.connections[node], self.processes[node]
         waited = 0.0
         while not connection.poll(0.05):
@@ -229,6 +246,9 @@ class RayNodes:
         self.ray = ray
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        elif address is not None:
+            raise ValueError(f"address={address!r}: Ray is already initialised in this process (ray.shutdown() first, "
+                             "or leave address=None to use the running Ray)")
         actor = ray.remote(num_cpus=threads)(NodeWorker)
         self.actors = [actor.remote(node, threads) for node in range(_check_nodes(n_nodes))]
         for node in range(n_nodes):
