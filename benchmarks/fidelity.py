@@ -48,18 +48,19 @@ from benchmarks import add_out, markdown_table, save_figure, write_atomic, write
 from benchmarks.rollout import run_agent
 from benchmarks.stats import paired_difference, t_interval
 from core_env.config import EnvConfig
+from core_env.curves.runs import FAMILIES as CORPUS_FAMILIES
 from core_env.generators import Drawn
-from core_env.live import LiveSource, TaskSpec, record_bank
+from core_env.live import LIVE_FAMILIES, LiveSource, TaskSpec, record_bank
 from core_env.live.calibration import calibrate, calibrated
 from core_env.live.workers import BACKENDS, make_nodes
 from core_env.recipe import TaskRecipe
 from core_env.workload import Workload
 
-#: Live task families (corpus MLP runs at their full corpus length) and runs of each.
+#: The default live task families (corpus MLP runs; ``--families`` any of LIVE_FAMILIES) and runs of each.
 FAMILIES = ("mlp_wine", "mlp_breast_cancer", "mlp_digits", "mlp_synth")
 RUNS_PER_FAMILY = 3
-#: A run's length in batches (the corpus MLP length: the recorded curves are the corpus's own).
-RUN_STEPS = 2000
+#: Every run's length in batches; None: each family's corpus length (the recorded curves are the corpus's own).
+RUN_STEPS: int | None = None
 #: Short tasks: a whole run is 12 node-steps at the nominal rate; one rate per family (no spread).
 RECIPE = TaskRecipe(budget_share=(0.3, 1.0), target_quantile=(0.4, 0.95), typical_run_steps=12.0, rate_spread=(1.0, 1.0), slack=(1.0, 2.5))
 #: Two nodes, four slots, arrivals over 10 steps at 0.4 tasks per node and step; episodes of 40 steps.
@@ -73,8 +74,17 @@ TARGET_POINTS = 3.0
 PROFILE_SECONDS = 0.5
 
 
-def specs() -> list[TaskSpec]:
-    return [TaskSpec(family, run) for family in FAMILIES for run in range(RUNS_PER_FAMILY)]
+def specs(families: Sequence[str] | None = None) -> list[TaskSpec]:
+    return [TaskSpec(family, run) for family in (families or FAMILIES) for run in range(RUNS_PER_FAMILY)]
+
+
+def config_for(n_nodes: int) -> EnvConfig:
+    """:data:`CONFIG` with ``n_nodes`` nodes and two slots per node (the load is per node: the same pressure)."""
+    return dataclasses.replace(CONFIG, n_nodes=n_nodes, n_slots=2 * n_nodes)
+
+
+def run_steps(family: str) -> int:
+    return RUN_STEPS if RUN_STEPS is not None else CORPUS_FAMILIES[family].steps
 
 
 def workloads(bank, episodes: int, config: EnvConfig = CONFIG) -> list[Workload]:
@@ -83,11 +93,12 @@ def workloads(bank, episodes: int, config: EnvConfig = CONFIG) -> list[Workload]
     return [draw.workload(np.random.default_rng([SEED, episode])) for episode in range(episodes)]
 
 
-def nominal_rate(config: EnvConfig = CONFIG) -> float:
-    return RUN_STEPS / config.recipe.typical_run_steps
+def nominal_rate(family: str, config: EnvConfig = CONFIG) -> float:
+    """Batches per step a task of ``family`` gets in the uncalibrated simulator (its run over typical_run_steps)."""
+    return run_steps(family) / config.recipe.typical_run_steps
 
 
-def warm_up(nodes, families: Sequence[str] = FAMILIES) -> None:
+def warm_up(nodes, families: Sequence[str]) -> None:
     """Every worker builds a run of every family once (imports, datasets), so no live service pays for it."""
     for family in families:
         key = ("warm-up", family)
@@ -97,12 +108,12 @@ def warm_up(nodes, families: Sequence[str] = FAMILIES) -> None:
             nodes.result(n, nodes.submit(n, "drop", [key]))
 
 
-def profile(nodes, families: Sequence[str] = FAMILIES, seconds: float = PROFILE_SECONDS) -> dict[str, float]:
+def profile(nodes, families: Sequence[str], seconds: float | None = None) -> dict[str, float]:
     """Training batches per second of a run of each family alone on worker 0 (after :func:`warm_up`)."""
     out = {}
     for family in families:
         key = ("profile", family)
-        result = nodes.result(0, nodes.submit(0, "serve", key, TaskSpec(family, 0), RUN_STEPS, None, None, seconds, True))
+        result = nodes.result(0, nodes.submit(0, "serve", key, TaskSpec(family, 0), RUN_STEPS, None, None, seconds or PROFILE_SECONDS, True))
         nodes.result(0, nodes.submit(0, "drop", [key]))
         out[family] = result["losses"].size / result["train_s"]
     return out
@@ -119,16 +130,17 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
     return float(kendalltau(a, b).statistic) if len(a) >= 2 else None
 
 
-def live_cell(row: str, episode: int, workload: Workload, source_args: dict[str, Any], nodes, cells: Path) -> dict[str, Any]:
+def live_cell(row: str, episode: int, workload: Workload, source_args: dict[str, Any], nodes, cells: Path,
+              runs: Sequence[TaskSpec], config: EnvConfig) -> dict[str, Any]:
     """One live episode of ``row`` (read back if its cell was written before)."""
     path = cells / f"{row.replace(':', '_').replace(',', '_').replace('=', '')}__{episode}.json.gz"
     if path.exists():
         return json.loads(gzip.decompress(path.read_bytes()))
     from benchmarks.agents import make_agent
 
-    source = LiveSource(specs(), steps=RUN_STEPS, nodes=nodes, **source_args)
+    source = LiveSource(runs, steps=RUN_STEPS, nodes=nodes, **source_args)
     began = time.perf_counter()
-    stats = run_agent(make_agent(row), [workload], CONFIG, task_source=source)
+    stats = run_agent(make_agent(row), [workload], config, task_source=source)
     cell = {"row": row, "episode": episode, "completion_rate": float(stats["completion_rate"][0]), "wall_s": time.perf_counter() - began,
             "records": source.records, "steps": source.steps_log}
     source.close(nodes=False)
@@ -160,7 +172,7 @@ def measured(cells: list[dict[str, Any]], slice_s: float) -> dict[str, Any]:
     records = [r for cell in cells for r in cell["records"]]
     moved = [r for r in records if r["moved"]]
     by_family = {}
-    for family in FAMILIES:
+    for family in sorted({r["family"] for r in records}):
         trained = np.array([r["trained"] for r in records if r["family"] == family and not r["moved"] and not r.get("finished", False)], float)
         if trained.size:
             by_family[family] = {"mean": float(trained.mean()), "cv": float(trained.std() / trained.mean()) if trained.mean() else 0.0}
@@ -242,63 +254,67 @@ def figure(result: dict[str, Any], path: Path) -> Path:
     return save_figure(fig, path, dpi=120)
 
 
-def resumed_settings(out: Path, backend: str, slice_s: float | None) -> dict[str, Any] | None:
+def resumed_settings(out: Path, backend: str, slice_s: float | None, families: Sequence[str] | None = None, n_nodes: int = 2) -> dict[str, Any] | None:
     """The settings of the cells already in ``out`` (``OUT/fidelity``), or None.
 
     Raises:
-        ValueError: they were played with another backend or slice than asked for.
+        ValueError: they were played with another backend, slice, task families or number of nodes than asked for.
     """
     path = Path(out) / "settings.json"
     if not path.exists():
         return None
-    settings = json.loads(path.read_text())
-    for name, given in (("slice_s", slice_s), ("backend", backend)):
+    settings = {"families": list(FAMILIES), "n_nodes": 2, **json.loads(path.read_text())}  # the defaults of runs that did not record them
+    for name, given in (("slice_s", slice_s), ("backend", backend), ("families", list(families or FAMILIES)), ("n_nodes", n_nodes)):
         if given is not None and given != settings[name]:
             raise ValueError(f"{out} holds cells played with {name}={settings[name]!r}, not {given!r}: "
                              "use another --out, or delete it to start over")
     return settings
 
 
-def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process", address: str | None = None, slice_s: float | None = None) -> dict[str, Any]:
+def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process", address: str | None = None, slice_s: float | None = None,
+        families: Sequence[str] | None = None, n_nodes: int = 2) -> dict[str, Any]:
+    """The suite (module docstring): ``families`` (default :data:`FAMILIES`), ``n_nodes`` nodes with two slots each."""
     from benchmarks.report import commit, machine
 
     began = time.perf_counter()
+    families, config = tuple(families or FAMILIES), config_for(n_nodes)
+    runs = specs(families)
     out = Path(out) / "fidelity"
     cells_dir = out / "cells"
     cells_dir.mkdir(parents=True, exist_ok=True)
-    settings = resumed_settings(out, backend, slice_s)  # a resumed run keeps its slice and backend
-    bank = record_bank("fidelity_mlp", specs(), steps=RUN_STEPS)
-    plays = workloads(bank, episodes)
-    nodes = make_nodes(CONFIG.n_nodes, backend, address=address)
+    settings = resumed_settings(out, backend, slice_s, families, n_nodes)  # a resumed run keeps what its cells were played with
+    bank = record_bank("fidelity", runs, steps=RUN_STEPS)
+    plays = workloads(bank, episodes, config)
+    nodes = make_nodes(n_nodes, backend, address=address)
     try:
-        warm_up(nodes)
+        warm_up(nodes, families)
         settings_path = out / "settings.json"
         if settings is None:
-            throughput = profile(nodes)
-            chosen = slice_s if slice_s is not None else float(np.median([nominal_rate() / throughput[f] for f in FAMILIES]))
-            settings = {"slice_s": chosen, "profile_batches_per_s": throughput, "backend": backend}
+            throughput = profile(nodes, families)
+            chosen = slice_s if slice_s is not None else float(np.median([nominal_rate(f, config) / throughput[f] for f in families]))
+            settings = {"slice_s": chosen, "profile_batches_per_s": throughput, "backend": backend, "families": list(families), "n_nodes": n_nodes}
             write_atomic(settings_path, json.dumps(settings, indent=1) + "\n")
         # episode by episode, every row in turn: a machine whose speed drifts (a shared VM) slows every row alike
-        cells = [live_cell(row, e, plays[e], {"slice_s": settings["slice_s"]}, nodes, cells_dir)
+        cells = [live_cell(row, e, plays[e], {"slice_s": settings["slice_s"]}, nodes, cells_dir, runs, config)
                  for e in tqdm(range(episodes), desc="fidelity episodes") for row in rows]
     finally:
         nodes.close()
     live = {row: np.array([c["completion_rate"] for c in cells if c["row"] == row]) for row in rows}
-    fit = calibrate([c["records"] for c in cells], CONFIG.n_nodes)  # shown; each episode replays with a fit that leaves it out
-    families = [spec.family for spec in specs()]
+    fit = calibrate([c["records"] for c in cells], n_nodes)  # shown; each episode replays with a fit that leaves it out
+    curve_families = [spec.family for spec in runs]
     fitted_runs = []
     for e, workload in enumerate(plays):
-        held_out = calibrate([c["records"] for c in cells if c["episode"] != e], CONFIG.n_nodes)
-        replay, replay_config = calibrated(workload, families, held_out, CONFIG)
+        held_out = calibrate([c["records"] for c in cells if c["episode"] != e], n_nodes)
+        replay, replay_config = calibrated(workload, curve_families, held_out, config)
         fitted_runs.append(simulated(rows, [replay], replay_config))
     fitted = {row: np.concatenate([run[row] for run in fitted_runs]) for row in rows}
-    nominal = simulated(rows, plays, CONFIG)
+    nominal = simulated(rows, plays, config)
     summary = summarize(rows, live, nominal, fitted)
     result = {"suite": "fidelity", "rows": summary, "episodes": episodes, "backend": settings["backend"], "slice_s": settings["slice_s"],
-              "profile_batches_per_s": settings["profile_batches_per_s"], "nominal_rate": nominal_rate(),
-              "config": {"n_nodes": CONFIG.n_nodes, "n_slots": CONFIG.n_slots, "arrival_steps": CONFIG.arrival_steps,
-                         "max_cycles": CONFIG.max_cycles, "load": CONFIG.load, "recipe": dataclasses.asdict(RECIPE)},
-              "families": list(FAMILIES), "runs_per_family": RUNS_PER_FAMILY, "run_steps": RUN_STEPS,
+              "profile_batches_per_s": settings["profile_batches_per_s"], "nominal_rate": {f: nominal_rate(f, config) for f in families},
+              "config": {"n_nodes": config.n_nodes, "n_slots": config.n_slots, "arrival_steps": config.arrival_steps,
+                         "max_cycles": config.max_cycles, "load": config.load, "recipe": dataclasses.asdict(RECIPE)},
+              "families": list(families), "runs_per_family": RUNS_PER_FAMILY, "run_steps": {f: run_steps(f) for f in families},
               "calibration": fit.as_dict(), "measured": measured(cells, settings["slice_s"]),
               "rank_tau": {"uncalibrated": kendall_tau([r["live"] for r in summary], [r["uncalibrated"] for r in summary]),
                            "calibrated": kendall_tau([r["live"] for r in summary], [r["calibrated"] for r in summary])},
@@ -316,8 +332,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backend", choices=sorted(set(BACKENDS) - {"inprocess"}), default="process", help="worker nodes: processes (default) or Ray actors")
     parser.add_argument("--address", default=None, help="a Ray cluster's address (with --backend ray; default a local ray.init())")
     parser.add_argument("--slice", type=float, default=None, dest="slice_s", help="seconds per step (default: sized by a profile, module docstring)")
+    parser.add_argument("--families", nargs="+", default=list(FAMILIES), help=f"live task families, {RUNS_PER_FAMILY} runs each (default: "
+                        f"{' '.join(FAMILIES)}; any of {', '.join(LIVE_FAMILIES)})")
+    parser.add_argument("--nodes", type=int, default=2, help="worker nodes N (two task slots each; default 2)")
     add_out(parser)
     args = parser.parse_args(argv)
+    unknown = [f for f in args.families if f not in LIVE_FAMILIES]
+    if unknown:
+        parser.error(f"--families: unknown live task family(ies) {unknown}; choose from {', '.join(LIVE_FAMILIES)}")
+    if args.nodes < 1:
+        parser.error(f"--nodes must be >= 1, got {args.nodes}")
     if args.episodes < 2:
         parser.error(f"--episodes must be >= 2 (a CI needs two roots), got {args.episodes}")
     if args.slice_s is not None and not 0.0 < args.slice_s < 60.0:
@@ -332,10 +356,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ValueError, FileNotFoundError) as error:
             parser.error(f"--rows: {error}")
     try:
-        resumed_settings(Path(args.out) / "fidelity", args.backend, args.slice_s)
+        resumed_settings(Path(args.out) / "fidelity", args.backend, args.slice_s, args.families, args.nodes)
     except ValueError as error:
         parser.error(str(error))
-    result = run(args.rows, args.episodes, args.out, args.backend, args.address, args.slice_s)
+    result = run(args.rows, args.episodes, args.out, args.backend, args.address, args.slice_s, args.families, args.nodes)
     print(table(result))
     print(f"\nwrote {Path(args.out) / 'fidelity'}/fidelity.json and fidelity.png")
     return 0

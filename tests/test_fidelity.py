@@ -90,7 +90,8 @@ def test_the_fidelity_benchmark_runs_end_to_end_and_resumes(tmp_path, monkeypatc
         assert row["within_target"] == (abs(row["live"] - row["calibrated"]) * 100 <= fidelity.TARGET_POINTS)
         assert row["live"] == pytest.approx(np.mean(saved["per_episode"][row["row"]]["live"]))
     assert len(saved["calibration"]["speeds"]) == 2 and 0.0 <= saved["calibration"]["switch_cost"] < 1.0
-    assert saved["slice_s"] == pytest.approx(np.median([fidelity.nominal_rate() / saved["profile_batches_per_s"][f] for f in fidelity.FAMILIES]))
+    assert saved["slice_s"] == pytest.approx(np.median([fidelity.nominal_rate(f) / saved["profile_batches_per_s"][f] for f in fidelity.FAMILIES]))
+    assert saved["nominal_rate"] == {f: 240 / fidelity.RECIPE.typical_run_steps for f in fidelity.FAMILIES} and saved["config"]["n_slots"] == 4
     assert (tmp_path / "fidelity" / "fidelity.png").stat().st_size > 0
     assert "| edf |" in fidelity.table(saved)
     cells = sorted((tmp_path / "fidelity" / "cells").glob("*.json.gz"))
@@ -135,7 +136,8 @@ def test_resuming_with_another_slice_or_backend_exits_2(tmp_path, capsys):
 
     (tmp_path / "fidelity").mkdir()
     (tmp_path / "fidelity" / "settings.json").write_text(json.dumps({"slice_s": 0.3, "backend": "process", "profile_batches_per_s": {}}))
-    for argv, message in ((["--slice", "0.5"], "slice_s=0.3, not 0.5"), (["--backend", "ray"], "backend='process', not 'ray'")):
+    for argv, message in ((["--slice", "0.5"], "slice_s=0.3, not 0.5"), (["--backend", "ray"], "backend='process', not 'ray'"),
+                          (["--nodes", "4"], "n_nodes=2, not 4"), (["--families", "mlp_wine"], "families=['mlp_wine', 'mlp_breast_cancer'")):
         with pytest.raises(SystemExit) as stop:
             fidelity.main([*argv, "--out", str(tmp_path)])
         assert stop.value.code == 2 and message in capsys.readouterr().err
@@ -147,6 +149,8 @@ def test_resuming_with_another_slice_or_backend_exits_2(tmp_path, capsys):
     (["--slice", "0"], r"--slice must be seconds in \(0, 60\)"),
     (["--address", "1.2.3.4:6379"], "--address needs --backend ray"),
     (["--rows", "not-a-row"], "--rows: unknown agent row 'not-a-row'"),
+    (["--families", "mlp_wine", "mlp_nope"], r"--families: unknown live task family\(ies\) \['mlp_nope'\]"),
+    (["--nodes", "0"], "--nodes must be >= 1, got 0"),
 ])
 def test_bad_fidelity_arguments_exit_2(argv, message, capsys):
     from benchmarks import fidelity
