@@ -61,8 +61,7 @@ class TaskSpec:
 
 #: The corpus families a live task can run: all of them (each corpus module's ``run`` re-implemented in
 #: pieces by one class below).
-LIVE_FAMILIES = ("mlp_digits", "mlp_wine", "mlp_breast_cancer", "mlp_synth", "cnn_mnist1d", "charlm", "vit_digits",
-                 "rl_cartpole", "rl_acrobot")
+LIVE_FAMILIES = tuple(FAMILIES)
 
 
 def build_task(spec: TaskSpec) -> LiveTask:
@@ -133,19 +132,10 @@ class _CorpusTask:
         return np.asarray([self.plateau() if self.finished else self._advance() for _ in range(n)], dtype=np.float64)
 
     def _advance(self) -> float:
-        """One optimizer step (the corpus trainer's, ``common.train_steps``); its reported loss."""
-        C = self._common
-        C.set_lr(self.optimizer, self.hp["lr"], C.lr_factor(self.hp.get("schedule", "constant"), self.step, self.steps))
-        loss = self._loss()
+        """One optimizer step (the corpus trainer's own: ``common.optimizer_step``); its reported loss."""
+        self._common.optimizer_step(self.optimizer, self.hp, self.step, self.steps, lambda _: self._loss(), self.log,
+                                    self.params, self.hp.get("grad_clip"))
         self.step += 1
-        if self.log.add(float(loss.detach())):
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if self.hp.get("grad_clip") is not None:
-                import torch
-
-                torch.nn.utils.clip_grad_norm_(self.params, self.hp["grad_clip"])
-            self.optimizer.step()
         return self.log.losses[-1] if self.log.losses else self.plateau()
 
     def state_dict(self) -> dict[str, Any]:

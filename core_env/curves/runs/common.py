@@ -170,22 +170,30 @@ def train_steps(
     clip: float | None = None,
 ) -> LossLog:
     """Run ``steps`` optimizer steps; ``step_loss(step)`` returns the mini-batch loss tensor."""
+    log = LossLog()
+    for step in range(steps):
+        if not optimizer_step(opt, hp, step, steps, step_loss, log, params, clip):
+            break
+    return log
+
+
+def optimizer_step(opt: Any, hp: dict[str, Any], step: int, steps: int, step_loss: Callable[[int], Any], log: LossLog,
+                   params: list[Any] | None = None, clip: float | None = None) -> bool:
+    """Step ``step`` of ``steps`` (also a live task's batch: core_env.live.tasks): the scheduled learning rate,
+    the mini-batch loss logged, then, unless it diverged, backward, gradient clipping and the update.
+    Returns False on divergence (the update is skipped)."""
     import torch
 
-    log = LossLog()
-    schedule = hp.get("schedule", "constant")
-    for step in range(steps):
-        set_lr(opt, hp["lr"], lr_factor(schedule, step, steps))
-        loss = step_loss(step)
-        value = float(loss.detach())
-        if not log.add(value):
-            break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip is not None:
-            torch.nn.utils.clip_grad_norm_(params, clip)
-        opt.step()
-    return log
+    set_lr(opt, hp["lr"], lr_factor(hp.get("schedule", "constant"), step, steps))
+    loss = step_loss(step)
+    if not log.add(float(loss.detach())):
+        return False
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if clip is not None:
+        torch.nn.utils.clip_grad_norm_(params, clip)
+    opt.step()
+    return True
 
 
 class EpochSampler:
