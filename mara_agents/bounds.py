@@ -66,6 +66,15 @@ class Ceiling:
 
 def milp_ceiling(workload: Workload, n_nodes: int, time_limit: float = MILP_TIME_LIMIT) -> Ceiling:
     """The offline optimum completions of ``workload`` on ``n_nodes`` unit-speed nodes (module docstring)."""
+    return _relaxed_milp(workload, n_nodes, time_limit)[0]
+
+
+def milp_chosen(workload: Workload, n_nodes: int, time_limit: float = MILP_TIME_LIMIT) -> np.ndarray:
+    """Indices of the tasks the slot-relaxed optimum (:func:`milp_ceiling`'s best schedule) completes."""
+    return _relaxed_milp(workload, n_nodes, time_limit)[1]
+
+
+def _relaxed_milp(workload: Workload, n_nodes: int, time_limit: float) -> tuple[Ceiling, np.ndarray]:
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
@@ -75,7 +84,7 @@ def milp_ceiling(workload: Workload, n_nodes: int, time_limit: float = MILP_TIME
     window, need = workload.window, workload.demand  # need: inf for a target the run never reaches
     candidates = np.flatnonzero(need <= window)
     if candidates.size == 0:
-        return Ceiling(0, 0.0, m, 0.0, 0.0, "no task fits its window")
+        return Ceiling(0, 0.0, m, 0.0, 0.0, "no task fits its window"), candidates
     c = candidates.size
     lengths = window[candidates]
     first_x = c + np.concatenate([[0], np.cumsum(lengths)[:-1]])  # variable index of x_{k, a_k}
@@ -111,11 +120,12 @@ def milp_ceiling(workload: Workload, n_nodes: int, time_limit: float = MILP_TIME
     seconds = time.perf_counter() - start
     if result.x is None:
         raise RuntimeError(f"the MILP found no solution within {time_limit} s: {result.message}")
-    completed = int(np.round(result.x[:c]).sum())
+    chosen = np.round(result.x[:c]) > 0.5
+    completed = int(chosen.sum())
     dual = getattr(result, "mip_dual_bound", None)
     bound = float(-dual) if dual is not None and np.isfinite(dual) else float(completed)
     bound = max(bound, float(completed))
-    return Ceiling(completed, bound, m, (bound - completed) / max(bound, 1.0), seconds, str(result.message))
+    return Ceiling(completed, bound, m, (bound - completed) / max(bound, 1.0), seconds, str(result.message)), candidates[chosen]
 
 
 def independent_feasibility_bound(workload: Workload, speeds: Sequence[float] | None = None) -> float:

@@ -22,9 +22,12 @@ done a boolean ``w_{j,t}`` = [it received its ``n*_j`` node-steps before t]:
   ``adm_i = 0 ⇒ Σ h_j ≥ K`` (rejected only when every slot is full);
 * maximise ``Σ z_j``, at most ``upper_bound`` (the slot-relaxed optimum, a valid cap).
 
-The search starts from a hint, the better of a given schedule and :func:`greedy_schedule` (EDF among the
-tasks that can still finish, the ``clairvoyant`` rule), and every candidate schedule is played through the
-simulator by :func:`replay`: the stored value is the best one the env achieves, never one a model
+The search starts from the best of a given schedule and two rules of :mod:`mara_agents.slot_hints`:
+:func:`greedy_schedule` (EDF among the tasks that can still finish, the ``clairvoyant`` rule) and
+:func:`parked_schedule` (EDF over the slot-relaxed optimum's tasks, each one's last service parked until
+a chosen arrival needs its slot, so that slots stay full when tasks it does not choose arrive; it starts
+the search 5–15 completions higher than the greedy rule on id/train). Every candidate schedule is played
+through the simulator by :func:`replay`: the stored value is the best one the env achieves, never one a model
 claims. Where the time limit stops the search before a proof, the result is an interval: ``completed``
 (achieved) ≤ the K-slot optimum ≤ ``bound`` (CP-SAT's proven bound, capped by ``upper_bound``).
 """
@@ -38,7 +41,10 @@ from typing import Any
 import numpy as np
 
 from core_env.workload import Workload
-from mara_agents.bounds import Ceiling
+from mara_agents.bounds import MILP_TIME_LIMIT, Ceiling, milp_chosen
+from mara_agents.slot_hints import check, greedy_schedule, needed, parked_schedule
+
+__all__ = ["INTERVAL", "OPTIMAL", "SlotCeiling", "greedy_schedule", "parked_schedule", "replay", "slot_ceiling"]
 
 #: Seconds CP-SAT may search one episode by default.
 SLOT_TIME_LIMIT = 20.0
@@ -64,44 +70,6 @@ class SlotCeiling(Ceiling):
     greedy: int
 
 
-def _check(workload: Workload, n_nodes: int, n_slots: int) -> None:
-    for name, value in (("n_nodes", n_nodes), ("n_slots", n_slots)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    if not isinstance(workload, Workload):
-        raise TypeError(f"workload must be a core_env.workload.Workload, got {type(workload).__name__}")
-
-
-def _need(workload: Workload) -> np.ndarray:
-    """Node-steps each task needs (int64; 2**62 where it never finishes)."""
-    demand = workload.demand
-    return np.where(np.isfinite(demand), np.ceil(demand), 2.0**62).astype(np.int64)
-
-
-def greedy_schedule(workload: Workload, n_nodes: int, n_slots: int) -> np.ndarray:
-    """(S, 2) (step, task) services of the ``clairvoyant`` rule under the env's slot rules: EDF (ties by
-    slot; an arrival takes the lowest free slot) among the admitted tasks that can still finish (remaining
-    need ≤ steps to deadline). A feasible K-slot schedule, the search's first hint, so the K-slot ceiling
-    never falls below the clairvoyant row."""
-    _check(workload, n_nodes, n_slots)
-    arrival, deadline, remaining = workload.arrival.astype(np.int64), workload.deadline.astype(np.int64), _need(workload)
-    order = np.argsort(arrival, kind="stable")
-    slots = [-1] * n_slots
-    out: list[tuple[int, int]] = []
-    nxt = 0
-    for t in range(int(deadline.max()) + 1 if len(workload) else 0):
-        slots = [j if j >= 0 and deadline[j] > t and remaining[j] > 0 else -1 for j in slots]
-        while nxt < len(order) and arrival[order[nxt]] == t:
-            if -1 in slots:
-                slots[slots.index(-1)] = int(order[nxt])
-            nxt += 1
-        live = sorted((deadline[j], k, j) for k, j in enumerate(slots) if j >= 0 and remaining[j] <= deadline[j] - t)
-        for _, _, j in live[:n_nodes]:
-            out.append((t, j))
-            remaining[j] -= 1
-    return np.array(out, dtype=np.int64).reshape(-1, 2)
-
-
 def _served(schedule: np.ndarray) -> dict[int, set[int]]:
     served: dict[int, set[int]] = {}
     for step, task in np.asarray(schedule, np.int64).reshape(-1, 2):
@@ -112,7 +80,7 @@ def _served(schedule: np.ndarray) -> dict[int, set[int]]:
 def _useful(workload: Workload, schedule: np.ndarray) -> np.ndarray:
     """``schedule`` without the services of tasks it does not complete (they change no completion: an
     unfinished task holds its slot to its deadline either way) and none after a task's ``n*``-th."""
-    need, rows = _need(workload), np.asarray(schedule, np.int64).reshape(-1, 2)
+    need, rows = needed(workload), np.asarray(schedule, np.int64).reshape(-1, 2)
     rows = rows[np.lexsort((rows[:, 0], rows[:, 1]))]
     keep = np.zeros(len(rows), bool)
     for task in np.unique(rows[:, 1]):
@@ -129,7 +97,7 @@ class _Model:
     def __init__(self, workload: Workload, n_nodes: int, n_slots: int, upper_bound: float | None) -> None:
         from ortools.sat.python import cp_model
 
-        arrival, deadline, need = workload.arrival.astype(np.int64), workload.deadline.astype(np.int64), _need(workload)
+        arrival, deadline, need = workload.arrival.astype(np.int64), workload.deadline.astype(np.int64), needed(workload)
         self.model = model = cp_model.CpModel()
         m = len(workload)
         adm = [model.new_bool_var(f"adm{i}") for i in range(m)]
@@ -210,7 +178,7 @@ def slot_ceiling(workload: Workload, n_nodes: int, n_slots: int, time_limit: flo
         RuntimeError: the model's schedule achieves fewer completions in the simulator than the model
             counts (a modelling error; the tests guard against it).
     """
-    _check(workload, n_nodes, n_slots)
+    check(workload, n_nodes, n_slots)
     if not (isinstance(time_limit, (int, float)) and np.isfinite(time_limit) and time_limit > 0):
         raise ValueError(f"time_limit must be a finite number of seconds > 0, got {time_limit!r}")
     m = len(workload)
@@ -222,7 +190,9 @@ def slot_ceiling(workload: Workload, n_nodes: int, n_slots: int, time_limit: flo
         raise ImportError("the K-slot ceiling needs OR-Tools' CP-SAT: pip install 'core-learning[ceilings]'") from error
     start = time.perf_counter()
     stop = start + float(time_limit)
-    candidates = [greedy_schedule(workload, n_nodes, n_slots)] + ([np.asarray(hint, np.int64).reshape(-1, 2)] if hint is not None else [])
+    chosen = milp_chosen(workload, n_nodes, min(MILP_TIME_LIMIT, time_limit / 2))
+    candidates = [greedy_schedule(workload, n_nodes, n_slots), parked_schedule(workload, n_nodes, n_slots, chosen)]
+    candidates += [np.asarray(hint, np.int64).reshape(-1, 2)] if hint is not None else []
     useful = [_useful(workload, s) for s in candidates]
     scored = [(replay(workload, s, n_nodes, n_slots)["completed"], i, s) for i, s in enumerate(useful)]
     best_value, _, best = max(scored, key=lambda item: (item[0], -item[1]))
@@ -288,7 +258,7 @@ def replay(workload: Workload, schedule: np.ndarray, n_nodes: int, n_slots: int)
     from core_env.config import EnvConfig
     from core_env.sim import Simulator
 
-    _check(workload, n_nodes, n_slots)
+    check(workload, n_nodes, n_slots)
     config = EnvConfig(n_nodes=n_nodes, n_slots=n_slots, arrival_steps=workload.arrival_steps,
                        max_cycles=max(int(workload.deadline.max()) + 1, workload.arrival_steps) if len(workload) else workload.arrival_steps)
     sim = Simulator(config)
