@@ -9,8 +9,8 @@
 2. **K-slot** (``milp-slots`` row, the env's own rules): :func:`mara_agents.slot_ceiling.slot_ceiling`
    (OR-Tools CP-SAT, the ``ceilings`` extra) per episode, capped by the slot-relaxed bound, into
    ``slot_ceilings.json`` (per episode: ``completed``, the replayed value of the best schedule found;
-   ``bound``, a proven upper bound; ``status`` ``optimal`` or ``interval``; the greedy schedule's value,
-   the time limit and seconds) and the schedules themselves into ``slot_schedules.npz`` (one (S, 2)
+   ``bound``, a proven upper bound; ``status`` ``optimal`` or ``interval``; the values of the greedy and the
+   parking rule's schedules, the search's starts; the time limit and seconds) and the schedules themselves into ``slot_schedules.npz`` (one (S, 2)
    uint16 array of (step, task) services per episode, its sha256 in the JSON), so the stored value can be
    replayed in the env (tests/test_slot_ceiling.py does).
 
@@ -19,7 +19,8 @@ with :func:`core_env.workload.suite_ceilings` and :func:`core_env.workload.suite
 solver needed). The files are rewritten atomically after every episode, so an interrupted run resumes
 where it stopped; episodes of a suite file whose checksum changed are solved again. A later run with a
 larger ``--slot-time-limit`` searches again every K-slot episode not proven optimal that was searched for
-less time, starting from its stored schedule, and keeps the better one: stored values only improve.
+less time, or searched before the parking start existed (no ``parked`` value), starting from its stored
+schedule too, and keeps the best: stored values only improve.
 """
 
 from __future__ import annotations
@@ -96,14 +97,14 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
                 key, array_key = f"{root}/{episode}", schedule_key(task_set, load, root, episode)
                 old, stored = entry["episodes"].get(key), schedules.get(array_key)
                 valid = old is not None and stored is not None and old.get("schedule_sha256") == _sha(stored)
-                if valid and (old["status"] == "optimal" or old["time_limit"] >= time_limit):
+                if valid and (old["status"] == "optimal" or (old["time_limit"] >= time_limit and "parked" in old)):
                     continue
                 solved = slot_ceiling(load_suite(task_set, load, root, episode), meta["n_nodes"], n_slots, time_limit,
                                       upper_bound=relaxed[(root, episode)]["bound"], hint=stored.astype(np.int64) if valid else None)
                 seconds = solved.seconds + (old["seconds"] if valid else 0.0)
                 schedules[array_key] = solved.schedule.astype(np.uint16)
                 entry["episodes"][key] = {"completed": solved.completed, "bound": solved.bound, "arrived": solved.arrived, "gap": solved.gap,
-                                          "status": solved.status, "greedy": solved.greedy, "relaxed_bound": relaxed[(root, episode)]["bound"],
+                                          "status": solved.status, "greedy": solved.greedy, "parked": solved.parked, "relaxed_bound": relaxed[(root, episode)]["bound"],
                                           "time_limit": time_limit, "seconds": round(seconds, 3), "schedule_sha256": _sha(schedules[array_key])}
                 write_npz(SLOT_SCHEDULES_PATH, schedules)
                 write_atomic(SLOT_CEILINGS_PATH, json.dumps(store, indent=1, sort_keys=True) + "\n")

@@ -63,11 +63,13 @@ class SlotCeiling(Ceiling):
     """The K-slot optimum of one workload, or an interval around it: :class:`~mara_agents.bounds.Ceiling`'s
     fields (``completed``: the replayed value of the best schedule; ``bound``: a proven upper bound;
     ``status``: :data:`OPTIMAL` or :data:`INTERVAL`), ``schedule``, (S, 2) int64 rows (step, task): the
-    services of the best schedule, at most N per step, none after a task's completion, and ``greedy``, the
-    replayed value of :func:`greedy_schedule` (where the search started)."""
+    services of the best schedule, at most N per step, none after a task's completion, and ``greedy`` and
+    ``parked``, the replayed values of :func:`greedy_schedule` and :func:`parked_schedule` (two of the
+    search's starts)."""
 
     schedule: np.ndarray
     greedy: int
+    parked: int
 
 
 def _served(schedule: np.ndarray) -> dict[int, set[int]]:
@@ -183,7 +185,7 @@ def slot_ceiling(workload: Workload, n_nodes: int, n_slots: int, time_limit: flo
         raise ValueError(f"time_limit must be a finite number of seconds > 0, got {time_limit!r}")
     m = len(workload)
     if m == 0:
-        return SlotCeiling(0, 0.0, 0, 0.0, 0.0, OPTIMAL, np.zeros((0, 2), np.int64), 0)
+        return SlotCeiling(0, 0.0, 0, 0.0, 0.0, OPTIMAL, np.zeros((0, 2), np.int64), 0, 0)
     try:
         from ortools.sat.python import cp_model
     except ImportError as error:
@@ -196,7 +198,7 @@ def slot_ceiling(workload: Workload, n_nodes: int, n_slots: int, time_limit: flo
     useful = [_useful(workload, s) for s in candidates]
     scored = [(replay(workload, s, n_nodes, n_slots)["completed"], i, s) for i, s in enumerate(useful)]
     best_value, _, best = max(scored, key=lambda item: (item[0], -item[1]))
-    greedy = scored[0][0]
+    greedy, parked = scored[0][0], scored[1][0]
     model = _Model(workload, n_nodes, n_slots, upper_bound)
     cap = int(np.floor(upper_bound + 1e-9)) if upper_bound is not None else len(model.can)
     bound = float(cap)
@@ -244,7 +246,7 @@ def slot_ceiling(workload: Workload, n_nodes: int, n_slots: int, time_limit: flo
     bound = max(bound, float(best_value))
     proven = best_value >= np.floor(bound + 1e-9)
     return SlotCeiling(int(best_value), float(bound), m, (bound - best_value) / max(bound, 1.0), time.perf_counter() - start,
-                       OPTIMAL if proven else INTERVAL, best, greedy)
+                       OPTIMAL if proven else INTERVAL, best, greedy, parked)
 
 
 def replay(workload: Workload, schedule: np.ndarray, n_nodes: int, n_slots: int) -> dict[str, int]:

@@ -167,7 +167,7 @@ def test_slot_ceilings_run_resumes_and_a_longer_run_starts_from_the_stored_sched
             raise KeyboardInterrupt  # stopped after 3 episodes
         calls.append((time_limit, None if hint is None else hint.tolist()))
         schedule = np.array([[0, 0]]) if hint is None else np.vstack([hint, [[1, 0]]])
-        return sc.SlotCeiling(len(schedule), float(upper_bound), len(workload), 0.0, 1.0, sc.INTERVAL, schedule, 0)
+        return sc.SlotCeiling(len(schedule), float(upper_bound), len(workload), 0.0, 1.0, sc.INTERVAL, schedule, 0, 0)
 
     monkeypatch.setattr(sc, "slot_ceiling", fake)
     with pytest.raises(KeyboardInterrupt):
