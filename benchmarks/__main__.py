@@ -24,6 +24,7 @@ SUITES = {
     "libraries": ("benchmarks.libraries", "each RL library integration trained on the small configuration: the tutorials' figures"),
     "training": ("benchmarks.training", "the shipped MAT checkpoints' training curves against EDF, LARA and LARA-FM"),
     "fidelity": ("benchmarks.fidelity", "the schedulers live on worker processes (or Ray) vs the simulator, uncalibrated and calibrated (issue 32)"),
+    "restore": ("benchmarks.restore", "rebuild a cell cache from the published outputs (docs/results), to re-render the suites after the ceilings change"),
     "all": ("benchmarks.everything", "every suite, then docs/results.md from the outputs"),
 }
 

@@ -70,6 +70,18 @@ def run_all(suites: Sequence[str], workers: int, backend: str, out: Path, cached
     return walls
 
 
+def _wall(walls: dict[str, float], name: str, out: Path) -> str:
+    """A suite's wall time in this run, or, for a suite skipped here whose outputs are in ``out`` (e.g.
+    copied there by ``python -m benchmarks restore``), the one its outputs record, said to be earlier."""
+    if name in walls:
+        return f"{walls[name]:.0f} s"
+    for path in (out / name / f"{name}.json", out / f"{name}.json"):
+        wall = json.loads(path.read_text()).get("wall_s") if path.exists() else None
+        if isinstance(wall, (int, float)):
+            return f"{wall:.0f} s in an earlier run; not rerun here"
+    return "an earlier run's outputs; not rerun here"
+
+
 def publish(walls: dict[str, float], out: Path, command: str) -> Path:
     """Copy the outputs to docs/results/ and write docs/results.md."""
     DOCS_RESULTS.mkdir(parents=True, exist_ok=True)
@@ -84,7 +96,7 @@ def publish(walls: dict[str, float], out: Path, command: str) -> Path:
             if path.suffix in (".json", ".csv", ".md", ".png"):
                 write_atomic_bytes(target / path.name, path.read_bytes())
         figures = "\n".join(f"![{p.stem}](results/{suite}/{p.name})" for p in sorted(target.glob("*.png")))
-        sections.append(f"## {suite}\n\n`python -m benchmarks {suite}` ({walls.get(suite, float('nan')):.0f} s)\n\n"
+        sections.append(f"## {suite}\n\n`python -m benchmarks {suite}` ({_wall(walls, suite, out)})\n\n"
                         f"{(directory / f'{suite}.md').read_text().strip()}\n\n{figures}\n")
     for name in ("quick", "prediction", "perf"):
         for source in (out / f"{name}.json", out / f"{name}.png"):
@@ -95,27 +107,27 @@ def publish(walls: dict[str, float], out: Path, command: str) -> Path:
         if source.exists():
             module = importlib.import_module(f"benchmarks.{name}")
             write_atomic_bytes(DOCS_RESULTS / source.name, source.read_bytes())
-            sections.insert(0, f"## {name}\n\n`python -m benchmarks {name}` ({walls.get(name, float('nan')):.0f} s)\n\n"
+            sections.insert(0, f"## {name}\n\n`python -m benchmarks {name}` ({_wall(walls, name, out)})\n\n"
                                f"{module.table(json.loads(source.read_text())['rows'])}\n")
     prediction = out / "prediction.json"
     if prediction.exists():
         from benchmarks.prediction import table as prediction_table
 
         figure = "\n\n![prediction](results/prediction.png)" if (out / "prediction.png").exists() else ""
-        sections.insert(0, f"## prediction (Table 1)\n\n`python -m benchmarks prediction` ({walls.get('prediction', float('nan')):.0f} s)\n\n"
+        sections.insert(0, f"## prediction (Table 1)\n\n`python -m benchmarks prediction` ({_wall(walls, 'prediction', out)})\n\n"
                            f"{prediction_table(json.loads(prediction.read_text()))}{figure}\n")
     quick = out / "quick.json"
     if quick.exists():
         from benchmarks.quick import table
 
         saved = json.loads(quick.read_text())
-        sections.insert(0, f"## quick\n\n`python -m benchmarks quick` ({walls.get('quick', float('nan')):.0f} s)\n\n"
+        sections.insert(0, f"## quick\n\n`python -m benchmarks quick` ({_wall(walls, 'quick', out)})\n\n"
                            f"{table(saved['summary'], saved['roots'])}\n")
     perf = out / "perf.json"
     if perf.exists():
         from benchmarks.perf import summary
 
-        sections.append(f"## perf\n\n`python -m benchmarks perf` ({walls.get('perf', float('nan')):.0f} s)\n\n"
+        sections.append(f"## perf\n\n`python -m benchmarks perf` ({_wall(walls, 'perf', out)})\n\n"
                         f"{summary(json.loads(perf.read_text()))}\n")
     from benchmarks.ceilings import table as ceilings_table
     from core_env.workload import SLOT_CEILINGS_PATH
