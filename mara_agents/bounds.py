@@ -69,12 +69,15 @@ def milp_ceiling(workload: Workload, n_nodes: int, time_limit: float = MILP_TIME
     return _relaxed_milp(workload, n_nodes, time_limit)[0]
 
 
-def milp_chosen(workload: Workload, n_nodes: int, time_limit: float = MILP_TIME_LIMIT) -> np.ndarray:
-    """Indices of the tasks the slot-relaxed optimum (:func:`milp_ceiling`'s best schedule) completes."""
-    return _relaxed_milp(workload, n_nodes, time_limit)[1]
+def milp_chosen(workload: Workload, n_nodes: int, time_limit: float = MILP_TIME_LIMIT, prefer: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the tasks a slot-relaxed optimum (:func:`milp_ceiling`'s best schedule) completes.
+    ``prefer`` (one number per task) breaks the ties between optimal task sets: among the sets of the
+    largest size, the one with the largest sum of ``prefer`` (its weight is too small to trade a
+    completion for it)."""
+    return _relaxed_milp(workload, n_nodes, time_limit, prefer)[1]
 
 
-def _relaxed_milp(workload: Workload, n_nodes: int, time_limit: float) -> tuple[Ceiling, np.ndarray]:
+def _relaxed_milp(workload: Workload, n_nodes: int, time_limit: float, prefer: np.ndarray | None = None) -> tuple[Ceiling, np.ndarray]:
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
@@ -113,6 +116,10 @@ def _relaxed_milp(workload: Workload, n_nodes: int, time_limit: float) -> tuple[
     lower = np.concatenate([np.zeros(c), np.full(steps, -np.inf), np.full(n_x, -np.inf)])
     upper = np.concatenate([np.full(c, np.inf), np.full(steps, float(n_nodes)), np.zeros(n_x)])
     objective = np.concatenate([-np.ones(c), np.zeros(n_x)])
+    if prefer is not None:  # a tie-break worth less than one completion in all
+        tie = np.asarray(prefer, dtype=float)[candidates]
+        tie = tie - tie.min()
+        objective[:c] -= 0.5 * tie / (tie.sum() + 1.0)
     integrality = np.concatenate([np.ones(c), np.zeros(n_x)])
     start = time.perf_counter()
     result = milp(objective, constraints=LinearConstraint(matrix, lower, upper), integrality=integrality,

@@ -85,6 +85,14 @@ def test_parking_the_last_service_turns_away_the_hopeless_task():
     assert replay(workload, parked, 1, 1)["completed"] == 2
 
 
+def test_a_preference_picks_among_the_optimal_task_sets_never_a_smaller_one():
+    # one node: A and B both need step 0, C needs step 1 (or 2); any optimum completes two tasks
+    workload = unit_tasks((0, 1, 1), (0, 1, 1), (1, 3, 1))
+    assert sorted(milp_chosen(workload, 1, prefer=np.array([1.0, 0.0, 0.0])).tolist()) == [0, 2]
+    assert sorted(milp_chosen(workload, 1, prefer=np.array([0.0, 1.0, 0.0])).tolist()) == [1, 2]
+    assert len(milp_chosen(workload, 1, prefer=np.array([0.0, 0.0, -100.0]))) == 2  # C is never traded away
+
+
 def test_parked_schedules_finish_every_parked_task_before_its_deadline():
     # many chosen tasks one service short with the same deadline: the rule serves them early enough
     workload = unit_tasks(*[(0, 6, 2)] * 6)
