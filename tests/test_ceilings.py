@@ -162,7 +162,7 @@ def test_slot_ceilings_run_resumes_and_a_longer_run_starts_from_the_stored_sched
         monkeypatch.setattr(wl, name, path)
     calls, stop_after = [], [3]
 
-    def fake(workload, n_nodes, n_slots, time_limit, upper_bound=None, hint=None):
+    def fake(workload, n_nodes, n_slots, time_limit, upper_bound=None, hint=None, workers=2):
         if stop_after and len(calls) == stop_after[0]:
             raise KeyboardInterrupt  # stopped after 3 episodes
         calls.append((time_limit, None if hint is None else hint.tolist()))
@@ -188,7 +188,7 @@ def test_slot_ceilings_run_resumes_and_a_longer_run_starts_from_the_stored_sched
     stored = wl.suite_slot_ceilings("id", "train")[(0, 0)]
     assert stored["completed"] == 2 and stored["time_limit"] == 20.0 and stored["seconds"] == 2.0
     store = json.loads(paths["SLOT_CEILINGS_PATH"].read_text())
-    del store["id__train.npz"]["episodes"]["0/1"]["parked"]  # searched before the parking start existed
+    del store["id__train.npz"]["episodes"]["0/1"]["milp_seconds"]  # searched before the MILP existed
     paths["SLOT_CEILINGS_PATH"].write_text(json.dumps(store))
     calls.clear()
     ceilings.solve_slots(["id"], ["train"], 20.0)

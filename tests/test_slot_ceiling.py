@@ -110,17 +110,22 @@ def test_parking_starts_the_search_well_above_the_greedy_rule_on_a_committed_epi
     assert (len(chosen), greedy, parked) == (166, 147, 162)  # the slot-relaxed optimum, the two rules (module docstring)
 
 
-def test_slot_ceiling_equals_exhaustive_search_through_the_simulator():
-    binding = 0
-    for seed in range(24):
-        rng = np.random.default_rng([28, seed])
+def small_instances(stream: int, count: int = 24):
+    """``count`` seeded tiny episodes (4–7 tasks, 1–2 nodes, 1–2 slots): (tasks, workload, nodes, slots)."""
+    for seed in range(count):
+        rng = np.random.default_rng([stream, seed])
         n_nodes, n_slots = int(rng.integers(1, 3)), int(rng.integers(1, 3))
         tasks = []
         for _ in range(int(rng.integers(4, 8))):
             a = int(rng.integers(0, 5))
             tasks.append((a, a + int(rng.integers(1, 6)), int(rng.integers(1, 5))))
         tasks.sort(key=lambda t: t[0])
-        workload = unit_tasks(*tasks)
+        yield tasks, unit_tasks(*tasks), n_nodes, n_slots
+
+
+def test_slot_ceiling_equals_exhaustive_search_through_the_simulator():
+    binding = 0
+    for seed, (tasks, workload, n_nodes, n_slots) in enumerate(small_instances(28)):
         ceiling = slot_ceiling(workload, n_nodes, n_slots, workers=1)
         assert ceiling.gap == 0 and ceiling.status == OPTIMAL
         assert ceiling.completed == exhaustive(workload, n_nodes, n_slots), (seed, tasks, n_nodes, n_slots)

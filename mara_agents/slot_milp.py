@@ -1,0 +1,213 @@
+"""The K-slot offline optimum as a mixed-integer program (HiGHS, through highspy): the env's slot rules, exactly.
+
+:mod:`mara_agents.slot_ceiling` keeps the rules of :mod:`core_env.sim` (a task arriving while every
+slot is full is rejected, arrivals at one step admitted in task order; an admitted task holds its slot
+until it completes or its deadline passes; one task per node per step; unit-speed nodes, no switching
+cost). This module writes them for HiGHS's branch and cut, whose LP bound and cuts prove the optimum on
+episodes where CP-SAT's search stalls at the slot-relaxed bound (id/train: every episode tried).
+
+Variables, for every task ``i`` a binary ``adm_i`` (admitted); for each task ``j`` that can finish
+(``n*_j`` ≤ window) a binary ``z_j`` (completes), continuous ``x_{j,τ} ∈ [0, 1]`` (served at step τ,
+a_j ≤ τ < d_j) and, at each arrival step ``t`` with a_j + n*_j ≤ t < d_j, a binary ``f_{j,t}`` = [it
+received its ``n*_j`` node-steps before t]:
+
+* ``Σ_τ x_{j,τ} = n*_j z_j``, ``x_{j,τ} ≤ z_j``, ``z_j ≤ adm_j``; ``Σ_j x_{j,τ} ≤ N`` per step;
+* ``n*_j f_{j,t} ≤ Σ_{τ<t} x_{j,τ} ≤ n*_j − 1 + f_{j,t}`` (f is exact for integral x), f non-decreasing in t;
+* at task ``i``'s arrival, the tasks before it that still hold a slot, ``h_i = Σ_j adm_j − Σ_j f_{j,a_i}``
+  over j < i with d_j > a_i: ``h_i + adm_i ≤ K`` and ``h_i + K adm_i ≥ K`` (rejected only when full);
+* maximise ``Σ z_j``; ``upper_bound`` (the slot-relaxed optimum) caps the reported bound, not the program
+  (an objective-cap row slowed HiGHS's proofs on id/train).
+
+Every schedule the env can play is a feasible point (x integral), so HiGHS's dual bound is a valid
+upper bound even though x is continuous; the schedule read from x (services with x > ½) is replayed
+through the simulator by the caller, so a value is only ever claimed when the env achieves it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from core_env.workload import Workload
+from mara_agents.slot_hints import check, needed
+
+__all__ = ["SlotMilp", "slot_milp"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SlotMilp:
+    """HiGHS's answer: ``schedule`` ((S, 2) int64 (step, task) rows of its best solution, None when it
+    found none), ``claimed`` (that solution's objective), ``bound`` (its proven upper bound), ``optimal``
+    (HiGHS proved optimality), ``seconds``."""
+
+    schedule: np.ndarray | None
+    claimed: int
+    bound: float
+    optimal: bool
+    seconds: float
+
+
+class _Rows:
+    """A sparse constraint matrix built row by row."""
+
+    def __init__(self) -> None:
+        self.rows: list[np.ndarray] = []
+        self.cols: list[np.ndarray] = []
+        self.vals: list[np.ndarray] = []
+        self.lower: list[float] = []
+        self.upper: list[float] = []
+
+    def add(self, cols, vals, lower: float, upper: float) -> None:
+        cols = np.asarray(cols, np.int64)
+        self.rows.append(np.full(cols.size, len(self.lower), np.int64))
+        self.cols.append(cols)
+        self.vals.append(np.broadcast_to(np.asarray(vals, float), cols.shape))
+        self.lower.append(lower)
+        self.upper.append(upper)
+
+    def matrix(self, n_vars: int):
+        from scipy.sparse import coo_matrix
+
+        return coo_matrix((np.concatenate(self.vals), (np.concatenate(self.rows), np.concatenate(self.cols))),
+                          shape=(len(self.lower), n_vars)).tocsr()
+
+
+class _Program:
+    """The module docstring's program for one workload: the variable blocks (``adm``, ``z``, ``x``,
+    ``f``), the sparse rows, bounds and integrality, and :meth:`values` of a playable schedule."""
+
+    def __init__(self, workload: Workload, n_nodes: int, n_slots: int) -> None:
+        arrival, deadline, need = workload.arrival.astype(np.int64), workload.deadline.astype(np.int64), needed(workload)
+        self.workload, self.n_slots, self.need = workload, n_slots, need
+        m = len(workload)
+        self.can = can = np.flatnonzero(need <= deadline - arrival)
+        arrivals = np.unique(arrival)
+        self.n_vars = 0
+        self.adm = adm = self._block(m)
+        self.z = z = dict(zip(can.tolist(), self._block(can.size).tolist()))
+        self.x = x = {j: self._block(int(deadline[j] - arrival[j])) for j in can.tolist()}  # x[j][τ - a_j]
+        self.f = f = {j: dict(zip(steps.tolist(), self._block(steps.size).tolist()))
+                      for j in can.tolist() for steps in [arrivals[(arrivals >= arrival[j] + need[j]) & (arrivals < deadline[j])]]}
+        self.rows = rows = _Rows()
+        per_step: dict[int, list[np.ndarray]] = {}
+        for j in can.tolist():
+            a, k = int(arrival[j]), float(need[j])
+            rows.add([*x[j], z[j]], [*np.ones(x[j].size), -k], 0.0, 0.0)
+            for served in x[j]:
+                rows.add([served, z[j]], [1.0, -1.0], -np.inf, 0.0)
+            rows.add([z[j], adm[j]], [1.0, -1.0], -np.inf, 0.0)
+            for offset, served in enumerate(x[j]):
+                per_step.setdefault(a + offset, []).append(served)
+            previous = None
+            for t, done in f[j].items():
+                before = x[j][: t - a]
+                rows.add([done, *before], [k, *-np.ones(before.size)], -np.inf, 0.0)
+                rows.add([done, *before], [-1.0, *np.ones(before.size)], -np.inf, k - 1.0)
+                rows.add([done, z[j]], [1.0, -1.0], -np.inf, 0.0)
+                if previous is not None:
+                    rows.add([previous, done], [1.0, -1.0], -np.inf, 0.0)
+                previous = done
+        for served in per_step.values():
+            if len(served) > n_nodes:
+                rows.add(served, 1.0, -np.inf, float(n_nodes))
+        self.lower, self.upper = np.zeros(self.n_vars), np.ones(self.n_vars)
+        for i in range(m):
+            a = int(arrival[i])
+            holders = [j for j in range(i) if deadline[j] > a]
+            if len(holders) < n_slots:  # a slot is free whatever happened: admitted
+                self.lower[adm[i]] = 1.0
+                continue
+            done = [f[j][a] for j in holders if j in f and a in f[j]]
+            cols = [*adm[holders], *done, adm[i]]
+            held = [*np.ones(len(holders)), *-np.ones(len(done))]
+            rows.add(cols, [*held, 1.0], -np.inf, float(n_slots))
+            rows.add(cols, [*held, float(n_slots)], float(n_slots), np.inf)
+        self.matrix = rows.matrix(self.n_vars)
+        self.integer = np.ones(self.n_vars, bool)
+        for served in x.values():
+            self.integer[served] = False
+        self.cost = np.zeros(self.n_vars)
+        self.cost[list(z.values())] = 1.0
+
+    def _block(self, size: int) -> np.ndarray:
+        self.n_vars += size
+        return np.arange(self.n_vars - size, self.n_vars)
+
+    def values(self, schedule: np.ndarray) -> np.ndarray:
+        """The variables of a playable schedule ((step, task) rows): its services, the tasks it completes
+        (``n*`` services), when, and which arrivals the slot rules admit."""
+        workload, need, schedule = self.workload, self.need, np.asarray(schedule, np.int64).reshape(-1, 2)
+        arrival, deadline = workload.arrival.astype(np.int64), workload.deadline.astype(np.int64)
+        value, done_at = np.zeros(self.n_vars), np.full(len(workload), np.iinfo(np.int64).max)
+        for j in self.z:
+            steps = np.sort(schedule[schedule[:, 1] == j, 0])
+            if steps.size >= need[j]:
+                steps = steps[: need[j]]
+                value[self.z[j]], value[self.x[j][steps - arrival[j]]] = 1.0, 1.0
+                done_at[j] = steps[-1] + 1
+                for t, done in self.f[j].items():
+                    value[done] = float(t >= done_at[j])
+        for i in range(len(workload)):
+            held = sum(1 for j in range(i) if value[self.adm[j]] and deadline[j] > arrival[i] and done_at[j] > arrival[i])
+            value[self.adm[i]] = float(held < self.n_slots)
+        return value
+
+    def schedule(self, value: np.ndarray) -> np.ndarray:
+        """The (step, task) rows of the services with x > ½ in ``value``."""
+        arrival = self.workload.arrival.astype(np.int64)
+        rows = sorted((int(arrival[j]) + s, j) for j in self.can.tolist() for s in np.flatnonzero(value[self.x[j]] > 0.5).tolist())
+        return np.array(rows, np.int64).reshape(-1, 2)
+
+
+def slot_milp(workload: Workload, n_nodes: int, n_slots: int, time_limit: float, upper_bound: float | None = None,
+              start: np.ndarray | None = None, seed: int = 0) -> SlotMilp:
+    """Solve the module docstring's program for at most ``time_limit`` seconds, from the schedule ``start``
+    ((step, task) rows the env can play, e.g. :func:`mara_agents.slot_hints.parked_schedule`'s) when given.
+
+    Raises:
+        ValueError: a node or slot count that is not an int >= 1, or a time limit that is not a finite
+            number of seconds > 0.
+        ImportError: highspy is not installed (``pip install 'core-learning[ceilings]'``).
+    """
+    try:
+        import highspy
+    except ImportError as error:
+        raise ImportError("the K-slot MILP needs highspy: pip install 'core-learning[ceilings]'") from error
+    check(workload, n_nodes, n_slots)
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not 0 < time_limit < np.inf:
+        raise ValueError(f"time_limit must be a finite number of seconds > 0, got {time_limit!r}")
+    program = _Program(workload, n_nodes, n_slots)
+    if program.can.size == 0:
+        return SlotMilp(np.zeros((0, 2), np.int64), 0, 0.0, True, 0.0)
+    lp, matrix = highspy.HighsLp(), program.matrix
+    lp.num_col_, lp.num_row_ = program.n_vars, matrix.shape[0]
+    lp.sense_ = highspy.ObjSense.kMaximize
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = program.cost, program.lower, program.upper
+    lp.row_lower_, lp.row_upper_ = np.array(program.rows.lower), np.array(program.rows.upper)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = program.n_vars, matrix.shape[0]
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
+    lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in program.integer]
+    cap = float(np.floor(upper_bound + 1e-9)) if upper_bound is not None else float(program.can.size)
+    solver = highspy.Highs()
+    for option, value in (("output_flag", False), ("log_to_console", False), ("time_limit", float(time_limit)), ("threads", 1), ("random_seed", int(seed)),
+                          ("objective_target", cap)):
+        solver.setOptionValue(option, value)
+    solver.passModel(lp)
+    if start is not None:
+        known = highspy.HighsSolution()
+        known.col_value = list(program.values(start))
+        known.value_valid = True
+        solver.setSolution(known)
+    began = time.perf_counter()
+    solver.run()
+    seconds = time.perf_counter() - began
+    info = solver.getInfo()
+    bound = min(cap, np.floor(info.mip_dual_bound + 1e-6)) if np.isfinite(info.mip_dual_bound) else cap  # integral objective
+    if info.primal_solution_status == 0:  # no feasible solution found
+        return SlotMilp(None, 0, float(bound), False, seconds)
+    claimed = int(round(info.objective_function_value))
+    bound = max(float(bound), float(claimed))
+    return SlotMilp(program.schedule(np.asarray(solver.getSolution().col_value)), claimed, bound, bool(claimed >= bound), seconds)

@@ -1,0 +1,79 @@
+"""The K-slot MILP (HiGHS): exact on small episodes where the slot limit binds, its schedules playable,
+every schedule the env can play a feasible point of the program (so HiGHS's bound is a valid one)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_ceilings import unit_tasks
+from test_slot_ceiling import _truncated, exhaustive, small_instances
+
+from mara_agents.bounds import milp_ceiling, milp_chosen
+from mara_agents.slot_ceiling import greedy_schedule, parked_schedule, replay
+
+pytest.importorskip("highspy", reason="the K-slot MILP needs the `ceilings` extra (installed by `make setup`)")
+
+from mara_agents.slot_milp import _Program, slot_milp  # noqa: E402
+
+
+def _feasible(program: _Program, value: np.ndarray) -> bool:
+    """``value`` meets every row, bound and integrality of ``program``."""
+    activity = program.matrix @ value
+    rows_ok = np.all(activity >= np.array(program.rows.lower) - 1e-9) and np.all(activity <= np.array(program.rows.upper) + 1e-9)
+    bounds_ok = np.all(value >= program.lower - 1e-9) and np.all(value <= program.upper + 1e-9)
+    return bool(rows_ok and bounds_ok and np.all(value[program.integer] == np.round(value[program.integer])))
+
+
+def test_the_milp_keeps_a_slot_full_to_turn_away_a_hopeless_task():
+    # K = 1, one node (tests/test_slot_ceiling.py): finishing A at once admits H, which never finishes and blocks C
+    workload = unit_tasks((0, 4, 2), (2, 5, 5), (3, 5, 1))
+    exact = slot_milp(workload, 1, 1, 10.0)
+    assert (exact.claimed, exact.bound, exact.optimal) == (2, 2.0, True)
+    assert replay(workload, exact.schedule, 1, 1)["completed"] == 2
+
+
+def test_slot_milp_equals_exhaustive_search_where_the_slot_limit_binds():
+    binding = 0
+    for seed, (tasks, workload, n_nodes, n_slots) in enumerate(small_instances(29)):
+        exact = slot_milp(workload, n_nodes, n_slots, 10.0)
+        truth = exhaustive(workload, n_nodes, n_slots)
+        assert exact.optimal and exact.claimed == exact.bound == truth, (seed, tasks, n_nodes, n_slots)
+        assert replay(workload, exact.schedule, n_nodes, n_slots)["completed"] == truth
+        binding += truth < milp_ceiling(workload, n_nodes).completed
+    assert binding >= 8  # the slot limit binds in many of these instances
+
+
+def test_every_playable_schedule_is_a_feasible_point_with_its_replayed_value():
+    # a committed episode cut to its first 160 steps of arrivals: the greedy and parked rules' schedules,
+    # written as the program's variables, meet every row, and the objective counts what the env completes
+    workload = _truncated("id", "train", 0, 1, 160)
+    program = _Program(workload, 4, 16)
+    for schedule in (greedy_schedule(workload, 4, 16), parked_schedule(workload, 4, 16, milp_chosen(workload, 4))):
+        value = program.values(schedule)
+        assert _feasible(program, value)
+        assert program.cost @ value == replay(workload, schedule, 4, 16)["completed"]
+    # and a point the env cannot reach is not: admitting an arrival that found every slot full
+    value = program.values(greedy_schedule(workload, 4, 16))
+    rejected = np.flatnonzero(value[program.adm] == 0)
+    assert rejected.size > 0
+    value[program.adm[rejected[0]]] = 1.0
+    assert not _feasible(program, value)
+
+
+def test_a_start_is_kept_and_the_bound_never_falls_below_the_value():
+    workload = _truncated("id", "train", 0, 1, 160)
+    parked = parked_schedule(workload, 4, 16, milp_chosen(workload, 4))
+    start = replay(workload, parked, 4, 16)["completed"]
+    exact = slot_milp(workload, 4, 16, 30.0, upper_bound=milp_ceiling(workload, 4).bound, start=parked)
+    achieved = replay(workload, exact.schedule, 4, 16)["completed"]
+    assert exact.claimed == achieved >= start
+    assert achieved <= exact.bound <= 47  # the slot-relaxed optimum caps the bound
+    assert exact.optimal == (achieved == exact.bound)
+
+
+@pytest.mark.parametrize(("nodes", "slots", "limit", "message"),
+                         [(0, 1, 1.0, "n_nodes"), (1, True, 1.0, "n_slots"), (1, 1, 0.0, "time_limit"), (1, 1, float("inf"), "time_limit"),
+                          (1, 1, "5", "time_limit")])
+def test_bad_input_raises(nodes, slots, limit, message):
+    with pytest.raises(ValueError, match=message):
+        slot_milp(unit_tasks((0, 2, 1)), nodes, slots, limit)
