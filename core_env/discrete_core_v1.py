@@ -220,11 +220,12 @@ docs/curves.md).
 **Ceilings.** Two offline optima per committed episode, both knowing every hidden demand, both stored
 with the suites and recomputed resumably by `python -m benchmarks ceilings`. `milp-slots` keeps the
 env's own rules (an arrival while all K slots are full is rejected; a task holds its slot until it
-completes or its deadline passes): `mara_agents.slot_ceiling.slot_ceiling` searches it with OR-Tools
-CP-SAT from the clairvoyant schedule and from a parking rule (`mara_agents.slot_hints`: each last
-service held back until a chosen arrival needs the slot, so slots stay full when hopeless tasks arrive),
-replays the best schedule found in the env (its value is achieved, not claimed) and records a proven bound; where the search did not prove optimality (`status`
-`interval`) the K-slot optimum lies between the two (`core_env/data/suites/slot_ceilings.json`, the
+completes or its deadline passes): `mara_agents.slot_ceiling.slot_ceiling` solves it as a
+time-indexed MILP of those rules (`mara_agents.slot_milp`, HiGHS) from the clairvoyant schedule and a
+parking rule (`mara_agents.slot_hints`: each last service held back until a chosen arrival needs the
+slot, so slots stay full when hopeless tasks arrive), then with OR-Tools CP-SAT where no proof came;
+it replays the best schedule found in the env (its value is achieved, not claimed) and records a proven
+bound; where optimality was not proven (`status` `interval`) the K-slot optimum lies between the two (`core_env/data/suites/slot_ceilings.json`, the
 schedules in `slot_schedules.npz`; a longer `--slot-time-limit` only improves them). `milp`
 (`mara_agents.bounds.milp_ceiling`, a MILP solved exactly by scipy's HiGHS) drops the slot limit, so it
 bounds every K from above (`ceilings.json`, keyed by each suite file's sha256). Both assume unit-speed
