@@ -21,6 +21,8 @@ ceiling and do not run this row (see :func:`has_exact_ceiling`).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -60,6 +62,18 @@ def has_stored_slot_ceiling(task_set: str, load: Any, env: Sequence[tuple[str, A
 
     overrides = dict(env)
     return not trace and set(overrides) <= {"n_nodes"} and committed_suite_fits(task_set, load, overrides.get("n_nodes", SUITE_NODES))
+
+
+def slot_ceiling_digest(cell: Any) -> str | None:
+    """The sha256 of the stored K-slot entries a ``milp-slots`` cell reads (None where none are stored), so
+    that a cached cell is recomputed when a longer search improves them."""
+    from core_env.workload import suite_slot_ceilings
+
+    if not has_stored_slot_ceiling(cell.task_set, cell.load, cell.env, cell.trace):
+        return None
+    table = suite_slot_ceilings(cell.task_set, cell.load)
+    entries = [table.get((cell.root, e)) for e in range(cell.episodes)]
+    return hashlib.sha256(json.dumps(entries, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def slot_ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:

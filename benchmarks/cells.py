@@ -98,6 +98,10 @@ class Cell:
             extra.append({"bank_sha256": self.bank_sha256})
         if self.trace:  # a trace file: its content too
             extra.append({"trace_sha256": self.replayed()[0]})
+        if self.agent == "milp-slots":  # the stored K-slot ceilings it reads: an improved search recomputes it
+            from benchmarks.ceiling_cells import slot_ceiling_digest
+
+            extra.append({"slot_ceilings_sha256": slot_ceiling_digest(self)})
         text = json.dumps([FORMAT, self.fields()] + extra, sort_keys=True, default=list)
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 

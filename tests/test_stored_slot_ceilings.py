@@ -61,3 +61,17 @@ def test_the_published_ceilings_table_counts_what_is_stored():
         assert int(row[2]) == len(stored) and int(row[3]) == sum(e["status"] == OPTIMAL for e in stored)
         assert int(row[4]) == sum(e["gap"] <= PROVEN_GAP for e in stored)
     assert f"{sum(e['gap'] <= PROVEN_GAP for e in every)} of {len(every)} episodes within" in text
+
+
+def test_a_cached_milp_slots_cell_is_recomputed_when_the_stored_ceilings_improve(monkeypatch):
+    import core_env.workload as workload
+    from benchmarks.cells import Cell
+
+    cell, other = Cell("milp-slots", "id", "train", 0), Cell("edf", "id", "train", 0)
+    before, edf_before, root1_before = cell.key, other.key, Cell("milp-slots", "id", "train", 1).key
+    stored = workload.suite_slot_ceilings("id", "train")
+    improved = {k: ({**v, "completed": v["completed"] + 1} if k == (0, 1) else v) for k, v in stored.items()}
+    monkeypatch.setattr(workload, "suite_slot_ceilings", lambda task_set, load: improved)
+    assert cell.key != before  # root 0's entries changed
+    assert Cell("milp-slots", "id", "train", 1).key == root1_before  # root 1's entries did not change
+    assert other.key == edf_before  # other rows keep their keys
