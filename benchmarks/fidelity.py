@@ -11,7 +11,15 @@ each task achieves. The same workloads then play in the simulator twice:
   slice is sized so that a node, profiled alone before the run, trains the nominal rate of the median
   family in one slice (``slice_s`` in the output);
 - **calibrated** — per-family rates, node speeds and the switching cost measured from the live services
-  (:mod:`core_env.live.calibration`: only what nodes trained in their slices, never a completion).
+  (:mod:`core_env.live.calibration`: only what nodes trained in their slices, never a completion), and
+  each service's batches drawn from the measured spread around them (:class:`core_env.live.replay.SpreadSource`,
+  :data:`SPREAD_DRAWS` seeded draws per episode, averaged within the episode); the same model with means
+  only (every service its mean) is shown beside it.
+
+A **trace replay** checks the engine itself: each live episode replayed in the simulator with every
+service training exactly the batches it trained live (:class:`core_env.live.replay.TraceSource`). Where it
+equals live, everything but the batches per service (rules, curves, observations, agents) is faithful, and
+the calibrated simulator's distance from live is its service model's.
 
 Workloads: seeded draws (one per episode; each episode is its own evaluation root) on the recorded bank
 of the live runs (:func:`core_env.live.record_bank`: the same runs trained offline, deterministically) by
@@ -52,6 +60,7 @@ from core_env.curves.runs import FAMILIES as CORPUS_FAMILIES
 from core_env.generators import Drawn
 from core_env.live import LIVE_FAMILIES, LiveSource, TaskSpec, record_bank
 from core_env.live.calibration import calibrate, calibrated
+from core_env.live.replay import SpreadSource, TraceSource
 from core_env.live.workers import BACKENDS, make_nodes
 from core_env.recipe import TaskRecipe
 from core_env.workload import Workload
@@ -72,6 +81,8 @@ SEED = 20261204
 TARGET_POINTS = 3.0
 #: Seconds each family trains alone on one worker to measure its throughput before the run.
 PROFILE_SECONDS = 0.5
+#: Seeded draws of the calibrated simulator with spread per episode (averaged within the episode: one root).
+SPREAD_DRAWS = 10
 
 
 def specs(families: Sequence[str] | None = None) -> list[TaskSpec]:
@@ -148,17 +159,34 @@ def live_cell(row: str, episode: int, workload: Workload, source_args: dict[str,
     return cell
 
 
-def simulated(rows: Sequence[str], plays: list[Workload], config: EnvConfig) -> dict[str, np.ndarray]:
+def simulated(rows: Sequence[str], plays: list[Workload], config: EnvConfig, source=None) -> dict[str, np.ndarray]:
+    """Each row's completion rate per workload in the simulator; ``source(row)`` a task source per row (default: the curves)."""
     from benchmarks.agents import make_agent
 
-    return {row: np.asarray(run_agent(make_agent(row), plays, config)["completion_rate"], float) for row in rows}
+    return {row: np.asarray(run_agent(make_agent(row), plays, config, task_source=None if source is None else source(row))["completion_rate"], float)
+            for row in rows}
 
 
-def summarize(rows: Sequence[str], live: dict[str, np.ndarray], nominal: dict[str, np.ndarray], fitted: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+def traced(cell: dict[str, Any], workload: Workload, config: EnvConfig) -> float | None:
+    """The trace replay of one live cell (module docstring): its completion rate, or None where the agent left the record."""
+    try:
+        return float(simulated([cell["row"]], [workload], config, lambda row: TraceSource(cell["records"]))[cell["row"]][0])
+    except ValueError as error:
+        if "left the recorded episode" not in str(error):
+            raise
+        return None
+
+
+#: The simulated variants compared with live, in the table's order.
+VARIANTS = ("uncalibrated", "calibrated_means", "calibrated")
+
+
+def summarize(rows: Sequence[str], live: dict[str, np.ndarray], simulations: dict[str, dict[str, np.ndarray]]) -> list[dict[str, Any]]:
+    """Per row: live and each simulated variant (:data:`VARIANTS`) with CIs, and the paired live − variant differences."""
     out = []
     for row in rows:
         entry = {"row": row, "live": float(live[row].mean()), "live_ci": _rate_ci(live[row])}
-        for name, sim in (("uncalibrated", nominal[row]), ("calibrated", fitted[row])):
+        for name, sim in ((name, simulations[name][row]) for name in VARIANTS):
             entry[name] = float(sim.mean())
             entry[f"{name}_ci"] = _rate_ci(sim)
             entry[f"live_minus_{name}"] = paired_difference(live[row], sim)
@@ -190,10 +218,15 @@ def table(result: dict[str, Any]) -> str:
     def pct(x: float, ci: Sequence[float]) -> str:
         return f"{100 * x:.1f} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
-    lines = [markdown_table(("row", "live", "simulated, uncalibrated", "simulated, calibrated", "live − calibrated (points)", f"within {TARGET_POINTS:g}"),
-                            [(r["row"], pct(r["live"], r["live_ci"]), pct(r["uncalibrated"], r["uncalibrated_ci"]), pct(r["calibrated"], r["calibrated_ci"]),
+    def trace(r: dict[str, Any]) -> str:
+        episodes = len(result["per_episode"][r["row"]]["live"])
+        return f"{r['trace_equal']} of {episodes}" + (f" ({r['trace_left']} left the record)" if r["trace_left"] else "")
+
+    lines = [markdown_table(("row", "live", "simulated, uncalibrated", "calibrated, means only", "calibrated, with spread",
+                             "live − calibrated with spread (points)", f"within {TARGET_POINTS:g}", "trace replay = live (episodes)"),
+                            [(r["row"], pct(r["live"], r["live_ci"]), *(pct(r[name], r[f"{name}_ci"]) for name in VARIANTS),
                               f"{100 * r['live_minus_calibrated']['mean']:+.1f} [{100 * r['live_minus_calibrated']['ci_low']:+.1f}, "
-                              f"{100 * r['live_minus_calibrated']['ci_high']:+.1f}]", "yes" if r["within_target"] else "no")
+                              f"{100 * r['live_minus_calibrated']['ci_high']:+.1f}]", "yes" if r["within_target"] else "no", trace(r))
                              for r in result["rows"]])]
     c, m = result["calibration"], result["measured"]
     lines.append("")
@@ -201,7 +234,8 @@ def table(result: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"{result['episodes']} episodes (each its own root) on N = {result['config']['n_nodes']} {result['backend']} workers, "
                  f"slice {1000 * result['slice_s']:.1f} ms; rank agreement (Kendall's tau) live vs uncalibrated "
-                 f"{_tau(result['rank_tau']['uncalibrated'])}, vs calibrated {_tau(result['rank_tau']['calibrated'])}. "
+                 f"{_tau(result['rank_tau']['uncalibrated'])}, vs calibrated with means only {_tau(result['rank_tau']['calibrated_means'])}, "
+                 f"with spread {_tau(result['rank_tau']['calibrated'])} ({result['spread_draws']} draws per episode). "
                  f"Calibrated: node speeds {', '.join(f'{s:.2f}' for s in c['speeds'])}, switch cost {c['switch_cost']:.2f} "
                  f"({c['switched']} of {c['services']} services switched); {m['moves']} moves cost {1000 * m['move_s_mean']:.1f} ms "
                  f"({100 * m['move_share_of_slice']:.0f}% of a slice) on average. Batches per unmoved service relative to its "
@@ -221,7 +255,7 @@ def verdict(result: dict[str, Any]) -> str:
         return " > ".join(r["row"] for r in sorted(rows, key=lambda r: -r[key]))
 
     same = order("live") == order("calibrated")
-    return (f"**Target**: the calibrated simulator within {TARGET_POINTS:g} points of live for {len(met)} of {len(rows)} rows"
+    return (f"**Target**: the calibrated simulator (with spread) within {TARGET_POINTS:g} points of live for {len(met)} of {len(rows)} rows"
             f"{' (' + ', '.join(met) + ')' if met else ''}; the paired CIs' half-widths are {min(half):.1f}–{max(half):.1f} points, "
             f"{'wider' if min(half) > TARGET_POINTS else 'not all wider'} than the target. **Ranking** "
             f"{'the same' if same else 'not the same'} live ({order('live')}) and calibrated ({order('calibrated')}).")
@@ -238,13 +272,14 @@ def figure(result: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     rows = result["rows"]
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(9, 4))
     x = np.arange(len(rows))
-    for i, (name, color) in enumerate((("live", "tab:red"), ("uncalibrated", "tab:gray"), ("calibrated", "tab:blue"))):
+    bars = (("live", "tab:red", "live"), ("uncalibrated", "tab:gray", "simulated (uncalibrated)"),
+            ("calibrated_means", "lightsteelblue", "simulated (calibrated, means only)"), ("calibrated", "tab:blue", "simulated (calibrated, with spread)"))
+    for i, (name, color, label) in enumerate(bars):
         means = np.array([100 * r[name] for r in rows])
         ci = np.array([[100 * r[f"{name}_ci"][0] for r in rows], [100 * r[f"{name}_ci"][1] for r in rows]])
-        ax.bar(x + (i - 1) * 0.27, means, 0.27, yerr=np.abs(ci - means), capsize=3, color=color,
-               label={"live": "live", "uncalibrated": "simulated (uncalibrated)", "calibrated": "simulated (calibrated)"}[name])
+        ax.bar(x + (i - 1.5) * 0.2, means, 0.2, yerr=np.abs(ci - means), capsize=3, color=color, label=label)
     ax.set_xticks(x, [r["row"].replace("edf-admission:fm,min_reports=5", "edf-admission (fm)") for r in rows])
     ax.set_ylabel("completion rate (%), 95% CI over episodes")
     ax.set_title(f"Live vs simulated: N = {result['config']['n_nodes']} {result['backend']} workers, slice {1000 * result['slice_s']:.0f} ms")
@@ -302,23 +337,32 @@ def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process",
     live = {row: np.array([c["completion_rate"] for c in cells if c["row"] == row]) for row in rows}
     fit = calibrate([c["records"] for c in cells], n_nodes)  # shown; each episode replays with a fit that leaves it out
     curve_families = [spec.family for spec in runs]
-    fitted_runs = []
-    for e, workload in enumerate(plays):
+    means, spread = [], []
+    for e, workload in enumerate(tqdm(plays, desc="fidelity replays")):
         held_out = calibrate([c["records"] for c in cells if c["episode"] != e], n_nodes)
         replay, replay_config = calibrated(workload, curve_families, held_out, config)
-        fitted_runs.append(simulated(rows, [replay], replay_config))
-    fitted = {row: np.concatenate([run[row] for run in fitted_runs]) for row in rows}
-    nominal = simulated(rows, plays, config)
-    summary = summarize(rows, live, nominal, fitted)
+        means.append(simulated(rows, [replay], replay_config))
+        draws = [simulated(rows, [replay], replay_config, lambda row: SpreadSource(held_out, [SEED, e, d])) for d in range(SPREAD_DRAWS)]
+        spread.append({row: np.mean([draw[row] for draw in draws], axis=0) for row in rows})
+    simulations = {"uncalibrated": simulated(rows, plays, config),
+                   "calibrated_means": {row: np.concatenate([run[row] for run in means]) for row in rows},
+                   "calibrated": {row: np.concatenate([run[row] for run in spread]) for row in rows}}
+    trace = {row: [traced(c, plays[c["episode"]], config) for c in sorted(cells, key=lambda c: c["episode"]) if c["row"] == row] for row in rows}
+    summary = summarize(rows, live, simulations)
+    for entry in summary:
+        replays = trace[entry["row"]]
+        entry["trace_equal"] = int(sum(r is not None and abs(r - float(x)) < 1e-12 for r, x in zip(replays, live[entry["row"]])))
+        entry["trace_left"] = sum(r is None for r in replays)
     result = {"suite": "fidelity", "rows": summary, "episodes": episodes, "backend": settings["backend"], "slice_s": settings["slice_s"],
               "profile_batches_per_s": settings["profile_batches_per_s"], "nominal_rate": {f: nominal_rate(f, config) for f in families},
               "config": {"n_nodes": config.n_nodes, "n_slots": config.n_slots, "arrival_steps": config.arrival_steps,
                          "max_cycles": config.max_cycles, "load": config.load, "recipe": dataclasses.asdict(RECIPE)},
               "families": list(families), "runs_per_family": RUNS_PER_FAMILY, "run_steps": {f: run_steps(f) for f in families},
               "calibration": fit.as_dict(), "measured": measured(cells, settings["slice_s"]),
-              "rank_tau": {"uncalibrated": kendall_tau([r["live"] for r in summary], [r["uncalibrated"] for r in summary]),
-                           "calibrated": kendall_tau([r["live"] for r in summary], [r["calibrated"] for r in summary])},
-              "per_episode": {row: {"live": live[row].tolist(), "uncalibrated": nominal[row].tolist(), "calibrated": fitted[row].tolist()} for row in rows},
+              "rank_tau": {name: kendall_tau([r["live"] for r in summary], [r[name] for r in summary]) for name in VARIANTS},
+              "spread_draws": SPREAD_DRAWS,
+              "per_episode": {row: {"live": live[row].tolist(), **{name: simulations[name][row].tolist() for name in VARIANTS}, "trace": trace[row]}
+                              for row in rows},
               "wall_s": time.perf_counter() - began, "live_wall_s": sum(c["wall_s"] for c in cells), "machine": machine(), "commit": commit()}
     write_results("fidelity", result, out=out)
     figure(result, out / "fidelity.png")

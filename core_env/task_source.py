@@ -117,6 +117,21 @@ def reports_of(source: TaskSource, sim: Simulator) -> tuple[np.ndarray, np.ndarr
     return out, trained
 
 
+def curve_reports_with(sim: Simulator, served: Served, batches: np.ndarray) -> Reports:
+    """The curve source's :class:`Reports` when served task ``j`` trains ``batches[j]`` batches instead of
+    the plan (a replay of measured services: :mod:`core_env.live.replay`): the mean of each task's curve
+    over the batches it trained, and those batches. A service that trained no batch reports the task's
+    latest loss, as a live task does (the curve source would report the loss at its position)."""
+    batches = np.asarray(batches, dtype=np.float64)
+    latest = sim.last_loss[served.env, served.slot].copy()
+    sim.arrays.batches[served.env, served.node] = batches
+    dynamics.curve_reports(sim._state)
+    loss = sim.arrays.reported[served.env, served.slot].copy()
+    idle = (batches == 0) & (served.progress > 0)
+    loss[idle] = latest[idle]
+    return Reports(loss, batches.copy())
+
+
 class CurveSource:
     """The curve bank as a :class:`TaskSource`: each task reports the mean of its learning curve over the
     new batches (:func:`core_env.rules.curve_report`, the compiled step's own source)."""
@@ -126,4 +141,4 @@ class CurveSource:
         return sim.arrays.reported[served.env, served.slot].copy()
 
 
-__all__ = ["CurveSource", "Reports", "Served", "TaskSource", "check_source", "reports_of", "served_of"]
+__all__ = ["CurveSource", "Reports", "Served", "TaskSource", "check_source", "curve_reports_with", "reports_of", "served_of"]

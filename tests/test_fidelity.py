@@ -89,11 +89,16 @@ def test_the_fidelity_benchmark_runs_end_to_end_and_resumes(tmp_path, monkeypatc
         assert 0.0 <= row["live"] <= 1.0 and row["live_ci"][0] <= row["live"] <= row["live_ci"][1]
         assert row["within_target"] == (abs(row["live"] - row["calibrated"]) * 100 <= fidelity.TARGET_POINTS)
         assert row["live"] == pytest.approx(np.mean(saved["per_episode"][row["row"]]["live"]))
+        assert set(saved["per_episode"][row["row"]]) == {"live", "uncalibrated", "calibrated_means", "calibrated", "trace"}
+        assert row["trace_equal"] == 2 and row["trace_left"] == 0  # each service's live batches replayed: the live episode exactly
+        assert saved["per_episode"][row["row"]]["trace"] == saved["per_episode"][row["row"]]["live"]
+    assert set(saved["rank_tau"]) == {"uncalibrated", "calibrated_means", "calibrated"} and saved["spread_draws"] == fidelity.SPREAD_DRAWS
+    assert set(saved["calibration"]["spread"]) == {"first", "plain", "switched"}
     assert len(saved["calibration"]["speeds"]) == 2 and 0.0 <= saved["calibration"]["switch_cost"] < 1.0
     assert saved["slice_s"] == pytest.approx(np.median([fidelity.nominal_rate(f) / saved["profile_batches_per_s"][f] for f in fidelity.FAMILIES]))
     assert saved["nominal_rate"] == {f: 240 / fidelity.RECIPE.typical_run_steps for f in fidelity.FAMILIES} and saved["config"]["n_slots"] == 4
     assert (tmp_path / "fidelity" / "fidelity.png").stat().st_size > 0
-    assert "| edf |" in fidelity.table(saved)
+    assert "| edf |" in fidelity.table(saved) and "trace replay = live" in fidelity.table(saved)
     cells = sorted((tmp_path / "fidelity" / "cells").glob("*.json.gz"))
     assert len(cells) == 4
     order = [json.loads(gzip.decompress(c.read_bytes()))["episode"] for c in sorted(cells, key=lambda c: c.stat().st_mtime_ns)]

@@ -343,7 +343,7 @@ def test_a_live_episode_on_local_ray_actors_equals_the_in_process_one(tmp_path):
 
 
 def test_the_live_tutorials_code_runs(tmp_path):
-    """docs/tutorials/run-your-training-live.md: its task module, then its steps 2, 3 and 5 as one script."""
+    """docs/tutorials/run-your-training-live.md: its task module, then its steps 2, 3 and 5 (both blocks) as one script."""
     import os
     import re
     import subprocess
@@ -352,13 +352,14 @@ def test_the_live_tutorials_code_runs(tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     blocks = re.findall(r"```python\n(.*?)```", (root / "docs" / "tutorials" / "run-your-training-live.md").read_text(), re.S)
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     (tmp_path / "my_runs.py").write_text(blocks[0])
-    main = "\n".join("    " + line for line in (blocks[1] + blocks[2] + blocks[4]).splitlines())
+    main = "\n".join("    " + line for line in (blocks[1] + blocks[2] + blocks[4] + blocks[5]).splitlines())
     (tmp_path / "tutorial.py").write_text('if __name__ == "__main__":\n' + main + "\n")   # as the page says
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{root}"}
     done = subprocess.run([sys.executable, "tutorial.py"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    rates = [float(line) for line in done.stdout.split()]
-    assert len(rates) == 2 and all(0.0 <= r <= 1.0 for r in rates)
+    rates = [float(line) for line in done.stdout.split()]  # live, calibrated, calibrated with spread, trace replay
+    assert len(rates) == 4 and all(0.0 <= r <= 1.0 for r in rates)
+    assert rates[3] == rates[0]  # the live episode replayed with each service's live batches: its live completion rate
     assert (tmp_path / "live_records.jsonl").read_text().count("\n") > 0

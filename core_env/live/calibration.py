@@ -8,7 +8,13 @@ services of live episodes (:attr:`core_env.live.LiveSource.records`, wall-clock 
 - ``rates[f]``: the mean batches a service of family ``f`` trained when not switched;
 - ``speeds[n]``: node ``n``'s mean of trained / ``rates[f]`` over its unswitched services;
 - ``switch_cost``: 1 − the mean of trained / (``rates[f]`` × ``speeds[n]``) over switched services,
-  clipped to [0, 0.99] (0 when no service was switched).
+  clipped to [0, 0.99] (0 when no service was switched);
+- ``spread``: the spread around that model by kind of service (:data:`KINDS`: a task's ``"first"``
+  service, which also builds the task on its node; a later unswitched one, ``"plain"``; a
+  ``"switched"`` one): the quantiles (:data:`SPREAD_POINTS`, evenly spaced from 0 to 1) of trained / the
+  model's batches. The means above are what :func:`calibrated` gives the simulator;
+  :class:`core_env.live.replay.SpreadSource` also draws each service's batches from the spread of its
+  kind (live, a service's batches vary from slice to slice, and a first service trains less).
 
 Only physical measurements enter (what a node trained in a slice), never an episode's completions; a
 service after which the task's run was over (``finished``: it stopped early) is left out.
@@ -30,33 +36,51 @@ from core_env.workload import Workload
 
 #: Largest switching cost a calibration reports (the env takes costs in [0, 1)).
 MAX_SWITCH_COST = 0.99
+#: Quantiles kept of each kind of service's spread around the model (0, 1/40, ..., 1).
+SPREAD_POINTS = 41
+#: The kinds of service a spread is measured for (:func:`service_kinds`).
+KINDS = ("first", "plain", "switched")
 
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    """Measured service model: batches per step by family, node speeds, switching cost, and the services used."""
+    """Measured service model: batches per step by family, node speeds, switching cost, the spread around
+    them by kind of service (:data:`KINDS`: :data:`SPREAD_POINTS` quantiles each), and the services used."""
 
     rates: dict[str, float]
     speeds: tuple[float, ...]
     switch_cost: float
     services: int
     switched: int
+    spread: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def switched(episode: Sequence[Mapping[str, Any]]) -> list[bool]:
-    """For one episode's services in order, whether the rules would call each switched: the task's previous
-    service was on another node or not in the step before (its first service: never)."""
+def service_kind(before: tuple[int, int] | None, node: int, t: int) -> str:
+    """A service's kind (:data:`KINDS`) given the (node, t) of its task's previous service (None: none):
+    ``"switched"`` by the rules' definition (another node, or not the step before), else ``"first"`` or ``"plain"``."""
+    if before is None:
+        return "first"
+    return "switched" if before[0] != node or before[1] != t - 1 else "plain"
+
+
+def service_kinds(episode: Sequence[Mapping[str, Any]]) -> list[str]:
+    """For one episode's services in order, each one's kind (:func:`service_kind`)."""
     last: dict[Any, tuple[int, int]] = {}
     out = []
     for record in episode:
         key = (record.get("episode", 0), record["env"], record["task"])  # one source's records may span episodes
-        before = last.get(key)
-        out.append(before is not None and (before[0] != record["node"] or before[1] != record["t"] - 1))
+        out.append(service_kind(last.get(key), record["node"], record["t"]))
         last[key] = (record["node"], record["t"])
     return out
+
+
+def switched(episode: Sequence[Mapping[str, Any]]) -> list[bool]:
+    """For one episode's services in order, whether the rules would call each switched: the task's previous
+    service was on another node or not in the step before (its first service: never)."""
+    return [kind == "switched" for kind in service_kinds(episode)]
 
 
 def calibrate(episodes: Iterable[Sequence[Mapping[str, Any]]], n_nodes: int) -> Calibration:
@@ -65,8 +89,8 @@ def calibrate(episodes: Iterable[Sequence[Mapping[str, Any]]], n_nodes: int) -> 
     Raises:
         ValueError: no unswitched service at all, or a node that never served one.
     """
-    rows = [(record, flag) for episode in episodes for record, flag in zip(episode, switched(episode)) if not record.get("finished", False)]
-    plain = [record for record, flag in rows if not flag]
+    rows = [(record, kind) for episode in episodes for record, kind in zip(episode, service_kinds(episode)) if not record.get("finished", False)]
+    plain = [record for record, kind in rows if kind != "switched"]
     if not plain:
         raise ValueError("no unswitched live service to calibrate from: play longer episodes")
     by_family: dict[str, list[int]] = defaultdict(list)
@@ -80,10 +104,19 @@ def calibrate(episodes: Iterable[Sequence[Mapping[str, Any]]], n_nodes: int) -> 
     if missing:
         raise ValueError(f"node(s) {missing} served no unswitched task: no speed can be measured for them")
     speeds = tuple(float(np.mean(share[n])) for n in range(n_nodes))
-    lost = [record["trained"] / (rates[record["family"]] * speeds[record["node"]]) for record, flag in rows
-            if flag and rates[record["family"]] * speeds[record["node"]] > 0]
+    lost = [record["trained"] / (rates[record["family"]] * speeds[record["node"]]) for record, kind in rows
+            if kind == "switched" and rates[record["family"]] * speeds[record["node"]] > 0]
     cost = float(np.clip(1.0 - np.mean(lost), 0.0, MAX_SWITCH_COST)) if lost else 0.0
-    return Calibration(rates, speeds, cost, len(rows), len(rows) - len(plain))
+    spread = {}
+    for kind in KINDS:  # each service's batches relative to what the model plans for it
+        scale = 1.0 - cost if kind == "switched" else 1.0
+        ratios = [record["trained"] / (rates[record["family"]] * speeds[record["node"]] * scale) for record, measured in rows
+                  if measured == kind and rates[record["family"]] * speeds[record["node"]] * scale > 0]
+        if ratios:
+            spread[kind] = tuple(float(q) for q in np.quantile(ratios, np.linspace(0.0, 1.0, SPREAD_POINTS)))
+    everything = tuple(float(q) for q in np.quantile([q for kind in spread for q in spread[kind]], np.linspace(0.0, 1.0, SPREAD_POINTS)))
+    spread = {kind: spread.get(kind, everything) for kind in KINDS}  # a kind never measured: the spread of all
+    return Calibration(rates, speeds, cost, len(rows), len(rows) - len(plain), spread)
 
 
 def calibrated(workload: Workload, families: Sequence[str], calibration: Calibration, config: EnvConfig) -> tuple[Workload, EnvConfig]:

@@ -1,0 +1,112 @@
+"""Live measurements replayed in the simulator (core_env.live.replay) and the calibration's spread."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from benchmarks.agents import make_agent
+from benchmarks.rollout import run_agent
+from core_env.config import EnvConfig
+from core_env.curves import CurveBank
+from core_env.generators import Drawn
+from core_env.live.calibration import KINDS, SPREAD_POINTS, Calibration, calibrate, calibrated, service_kinds
+from core_env.live.replay import SpreadSource, TraceSource
+from core_env.recipe import TaskRecipe
+
+CONFIG = EnvConfig(n_nodes=2, n_slots=4, arrival_steps=10, max_cycles=40, load=0.6,
+                   recipe=TaskRecipe(budget_share=(0.3, 1.0), target_quantile=(0.4, 0.95), typical_run_steps=12.0, rate_spread=(1.0, 1.0),
+                                     slack=(1.0, 2.5)))
+
+
+def _bank() -> CurveBank:
+    rng = np.random.default_rng(5)
+    steps = np.arange(240)
+    curves = [(2.0 + c) * np.exp(-steps / (40 + 15 * c)) + 0.1 + 0.02 * rng.standard_normal(240).clip(-2, 2) for c in range(6)]
+    return CurveBank("replay", [np.maximum(curve, 0.05) for curve in curves], ["a", "a", "a", "b", "b", "b"])
+
+
+def _workloads(episodes: int = 3):
+    draw = Drawn.from_config(CONFIG, bank=_bank(), horizon=CONFIG.max_cycles)
+    return [draw.workload(np.random.default_rng([11, e])) for e in range(episodes)]
+
+
+def _calibration(low: float = 0.5, high: float = 1.5, cost: float = 0.2) -> Calibration:
+    spread = tuple(np.linspace(low, high, SPREAD_POINTS).tolist())
+    return Calibration({"a": 20.0, "b": 25.0}, (1.0, 0.8), cost, 100, 10, dict.fromkeys(KINDS, spread))
+
+
+class _Recording:
+    """A source that records what another reports, as a live source's records."""
+
+    def __init__(self, inner):
+        self.inner, self.records = inner, []
+
+    def report(self, sim, served):
+        reports = self.inner.report(sim, served)
+        for j in range(len(served.env)):
+            self.records.append({"episode": 0, "env": int(served.env[j]), "t": int(sim.t[served.env[j]]), "node": int(served.node[j]),
+                                 "task": int(served.task[j]), "trained": float(reports.batches[j])})
+        return reports
+
+
+def test_a_spread_of_ones_is_the_calibrated_simulator_itself():
+    families = ["a", "a", "a", "b", "b", "b"]
+    for workload in _workloads():
+        replay, config = calibrated(workload, families, _calibration(1.0, 1.0), CONFIG)
+        plain = run_agent(make_agent("edf"), [replay], config)
+        drawn = run_agent(make_agent("edf"), [replay], config, task_source=SpreadSource(_calibration(1.0, 1.0), 0))
+        for key in ("completion_rate", "completed", "failed", "rejected"):
+            assert drawn[key].tolist() == plain[key].tolist()
+
+
+def test_spread_draws_are_seeded_and_vary_the_services():
+    families = ["a", "a", "a", "b", "b", "b"]
+    replay, config = calibrated(_workloads(1)[0], families, _calibration(), CONFIG)
+
+    def played(seed):
+        source = _Recording(SpreadSource(_calibration(), seed))
+        run_agent(make_agent("edf"), [replay], config, task_source=source)
+        return [r["trained"] for r in source.records]
+
+    first, again, other = played([3, 0]), played([3, 0]), played([3, 1])
+    assert first == again and first != other
+    modelled = {20.0, 16.0, 25.0, 20.0 * 0.8 * 0.8, 25.0 * 0.8, 25.0 * 0.8 * 0.8, 20.0 * 0.8, 25.0 * 0.8 * 0.8}
+    assert len(set(first) - modelled) > len(first) // 2  # services vary around the model, not at it
+    assert 0.5 * 0.8 * 0.8 * 20.0 - 1e-9 <= min(first) and max(first) <= 1.5 * 25.0 + 1e-9
+
+
+def test_a_trace_replays_a_recorded_episode_exactly_and_refuses_another_agents_choices():
+    families = ["a", "a", "a", "b", "b", "b"]
+    for workload in _workloads():
+        replay, config = calibrated(workload, families, _calibration(), CONFIG)
+        recorded = _Recording(SpreadSource(_calibration(), [9]))
+        live = run_agent(make_agent("lara"), [replay], config, task_source=recorded)
+        traced = run_agent(make_agent("lara"), [replay], config, task_source=TraceSource(recorded.records))
+        for key in ("completion_rate", "completed", "failed", "rejected"):
+            assert traced[key].tolist() == live[key].tolist()
+    with pytest.raises(ValueError, match="left the recorded episode"):
+        run_agent(make_agent("fifo"), [replay], config, task_source=TraceSource(recorded.records[:3]))
+    with pytest.raises(ValueError, match=r"one episode's records, got episodes \[0, 1\]"):
+        TraceSource(recorded.records[:1] + [dict(recorded.records[1], episode=1)])
+
+
+def test_calibrate_measures_the_spread_of_each_kind_of_service():
+    def service(t, node, task, trained):
+        return {"t": t, "env": 0, "node": node, "task": task, "trained": trained, "family": "a"}
+
+    episode = [service(0, 0, 0, 8), service(1, 0, 0, 12), service(0, 1, 1, 10), service(1, 1, 1, 10),
+               service(3, 1, 1, 6), service(4, 0, 1, 3)]  # task 1 back after a pause, then moved: two switched services
+    assert service_kinds(episode) == ["first", "plain", "first", "plain", "switched", "switched"]
+    fit = calibrate([episode], n_nodes=2)
+    assert fit.rates == {"a": 10.0} and fit.speeds == (1.0, 1.0) and fit.switch_cost == pytest.approx(1 - 4.5 / 10)
+    assert all(len(fit.spread[kind]) == SPREAD_POINTS for kind in KINDS)
+    assert (fit.spread["first"][0], fit.spread["first"][-1]) == (0.8, 1.0) and (fit.spread["plain"][0], fit.spread["plain"][-1]) == (1.0, 1.2)
+    assert np.median(fit.spread["plain"]) == pytest.approx(1.1)
+    assert fit.spread["switched"][0] == pytest.approx(3 / 4.5) and fit.spread["switched"][-1] == pytest.approx(6 / 4.5)
+    alone = calibrate([episode[:4]], n_nodes=2)  # nothing switched: the spread of all services stands for it
+    assert alone.spread["switched"][0] == 0.8 and alone.spread["switched"][-1] == 1.2
+    with pytest.raises(ValueError, match=r"no measured spread for \['first', 'plain', 'switched'\]"):
+        SpreadSource(dataclasses.replace(fit, spread={}), 0)
