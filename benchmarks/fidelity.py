@@ -60,7 +60,7 @@ from core_env.curves.runs import FAMILIES as CORPUS_FAMILIES
 from core_env.generators import Drawn
 from core_env.live import LIVE_FAMILIES, LiveSource, TaskSpec, record_bank
 from core_env.live.calibration import calibrate, calibrated
-from core_env.live.replay import SpreadSource, TraceSource
+from core_env.live.replay import LeftTheRecord, SpreadSource, TraceSource
 from core_env.live.workers import BACKENDS, make_nodes
 from core_env.recipe import TaskRecipe
 from core_env.workload import Workload
@@ -171,9 +171,7 @@ def traced(cell: dict[str, Any], workload: Workload, config: EnvConfig) -> float
     """The trace replay of one live cell (module docstring): its completion rate, or None where the agent left the record."""
     try:
         return float(simulated([cell["row"]], [workload], config, lambda row: TraceSource(cell["records"]))[cell["row"]][0])
-    except ValueError as error:
-        if "left the recorded episode" not in str(error):
-            raise
+    except LeftTheRecord:
         return None
 
 

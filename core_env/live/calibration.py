@@ -90,15 +90,15 @@ def calibrate(episodes: Iterable[Sequence[Mapping[str, Any]]], n_nodes: int) -> 
         ValueError: no unswitched service at all, or a node that never served one.
     """
     rows = [(record, kind) for episode in episodes for record, kind in zip(episode, service_kinds(episode)) if not record.get("finished", False)]
-    plain = [record for record, kind in rows if kind != "switched"]
-    if not plain:
+    unswitched = [record for record, kind in rows if kind != "switched"]
+    if not unswitched:
         raise ValueError("no unswitched live service to calibrate from: play longer episodes")
     by_family: dict[str, list[int]] = defaultdict(list)
-    for record in plain:
+    for record in unswitched:
         by_family[record["family"]].append(record["trained"])
     rates = {family: float(np.mean(trained)) for family, trained in sorted(by_family.items())}
     share: dict[int, list[float]] = defaultdict(list)
-    for record in plain:
+    for record in unswitched:
         share[record["node"]].append(record["trained"] / rates[record["family"]] if rates[record["family"]] > 0 else 1.0)
     missing = [n for n in range(n_nodes) if n not in share]
     if missing:
@@ -107,16 +107,15 @@ def calibrate(episodes: Iterable[Sequence[Mapping[str, Any]]], n_nodes: int) -> 
     lost = [record["trained"] / (rates[record["family"]] * speeds[record["node"]]) for record, kind in rows
             if kind == "switched" and rates[record["family"]] * speeds[record["node"]] > 0]
     cost = float(np.clip(1.0 - np.mean(lost), 0.0, MAX_SWITCH_COST)) if lost else 0.0
-    spread = {}
-    for kind in KINDS:  # each service's batches relative to what the model plans for it
-        scale = 1.0 - cost if kind == "switched" else 1.0
-        ratios = [record["trained"] / (rates[record["family"]] * speeds[record["node"]] * scale) for record, measured in rows
-                  if measured == kind and rates[record["family"]] * speeds[record["node"]] * scale > 0]
-        if ratios:
-            spread[kind] = tuple(float(q) for q in np.quantile(ratios, np.linspace(0.0, 1.0, SPREAD_POINTS)))
-    everything = tuple(float(q) for q in np.quantile([q for kind in spread for q in spread[kind]], np.linspace(0.0, 1.0, SPREAD_POINTS)))
-    spread = {kind: spread.get(kind, everything) for kind in KINDS}  # a kind never measured: the spread of all
-    return Calibration(rates, speeds, cost, len(rows), len(rows) - len(plain), spread)
+    ratios: dict[str, list[float]] = {kind: [] for kind in KINDS}  # each service's batches relative to what the model plans for it
+    for record, kind in rows:
+        planned = rates[record["family"]] * speeds[record["node"]] * (1.0 - cost if kind == "switched" else 1.0)
+        if planned > 0:
+            ratios[kind].append(record["trained"] / planned)
+    pooled = [ratio for kind in KINDS for ratio in ratios[kind]]  # a kind never measured: the spread of all
+    grid = np.linspace(0.0, 1.0, SPREAD_POINTS)
+    spread = {kind: tuple(float(q) for q in np.quantile(ratios[kind] or pooled, grid)) for kind in KINDS}
+    return Calibration(rates, speeds, cost, len(rows), len(rows) - len(unswitched), spread)
 
 
 def calibrated(workload: Workload, families: Sequence[str], calibration: Calibration, config: EnvConfig) -> tuple[Workload, EnvConfig]:

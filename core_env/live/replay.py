@@ -3,7 +3,8 @@
 - :class:`TraceSource` replays one recorded live episode: each service trains exactly the batches it
   trained live (:attr:`core_env.live.LiveSource.records`), on the recorded curves. With the same agent and
   workload, an engine that models everything but throughput faithfully reproduces the live episode
-  exactly; a service the record does not have (the agent chose otherwise than live) is a ValueError.
+  exactly; a service the record does not have (the agent chose otherwise than live) raises
+  :class:`LeftTheRecord` (a ValueError).
 - :class:`SpreadSource` is the calibrated service model with its measured spread: each service trains
   the batches the calibrated simulator plans (family rate × node speed × (1 − switching cost if
   switched)) times a ratio drawn from the calibration's measured spread for its kind of service (a task's
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
     from core_env.sim import Simulator
 
 
+class LeftTheRecord(ValueError):
+    """A trace replay served a task the recorded episode did not serve then (the agent chose otherwise than live)."""
+
+
 class TraceSource:
     """One live episode's services replayed exactly (module docstring): ``records`` are its rows of
     :attr:`core_env.live.LiveSource.records` (one episode; ValueError for several)."""
@@ -43,7 +48,7 @@ class TraceSource:
         for j, (env, node, task) in enumerate(zip(served.env.tolist(), served.node.tolist(), served.task.tolist())):
             key = (env, int(sim.t[env]), node, task)
             if key not in self._trained:
-                raise ValueError(f"the replay left the recorded episode: node {node} of env {env} serves task {task} at t = {key[1]}, "
+                raise LeftTheRecord(f"the replay left the recorded episode: node {node} of env {env} serves task {task} at t = {key[1]}, "
                                  "which the record does not (the agent chose otherwise than live)")
             trained[j] = self._trained[key]
         return curve_reports_with(sim, served, trained)
@@ -58,6 +63,7 @@ class SpreadSource:
         if missing:
             raise ValueError(f"the calibration has no measured spread for {missing} services: calibrate it with calibrate()")
         self._quantiles = {kind: np.asarray(calibration.spread[kind], np.float64) for kind in KINDS}
+        self._grid = {kind: np.linspace(0.0, 1.0, q.size) for kind, q in self._quantiles.items()}
         self._rng = np.random.default_rng(seed)
         self._last: dict[tuple[int, int, int], tuple[int, int]] = {}  # (env, episode, task) -> (node, t) of its last service
 
@@ -66,10 +72,10 @@ class SpreadSource:
         draws = self._rng.random(len(served.env))
         for j, (env, node, task) in enumerate(zip(served.env.tolist(), served.node.tolist(), served.task.tolist())):
             key, t = (env, int(sim.episodes_started[env]), task), int(sim.t[env])
-            quantiles = self._quantiles[service_kind(self._last.get(key), node, t)]
+            kind = service_kind(self._last.get(key), node, t)
             self._last[key] = (node, t)
-            ratio[j] = np.interp(draws[j], np.linspace(0.0, 1.0, quantiles.size), quantiles)
+            ratio[j] = np.interp(draws[j], self._grid[kind], self._quantiles[kind])
         return curve_reports_with(sim, served, served.batches * ratio)
 
 
-__all__ = ["SpreadSource", "TraceSource"]
+__all__ = ["LeftTheRecord", "SpreadSource", "TraceSource"]
