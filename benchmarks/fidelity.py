@@ -10,11 +10,12 @@ each task achieves. The same workloads then play in the simulator twice:
   (``run length / typical_run_steps`` batches per step), equal node speeds, no switching cost. The
   slice is sized so that a node, profiled alone before the run, trains the nominal rate of the median
   family in one slice (``slice_s`` in the output);
-- **calibrated** — per-family rates, node speeds and the switching cost measured from the live services
-  (:mod:`core_env.live.calibration`: only what nodes trained in their slices, never a completion), and
-  each service's batches drawn from the measured spread around them (:class:`core_env.live.replay.SpreadSource`,
+- **calibrated** — per-run rates, node speeds and the switching cost measured from the live services
+  (:mod:`core_env.live.calibration`: only what nodes trained in their slices, never a completion), each
+  episode on a recorded path of the machine's speed (slow steps come in runs and slow every node at once)
+  and each service's batches drawn from the spread left around them (:class:`core_env.live.replay.SpreadSource`,
   :data:`SPREAD_DRAWS` seeded draws per episode, averaged within the episode); the same model with means
-  only (every service its mean) is shown beside it.
+  only (every service its mean, the machine at its mean speed) is shown beside it.
 
 A **trace replay** checks the engine itself: each live episode replayed in the simulator with every
 service training exactly the batches it trained live (:class:`core_env.live.replay.TraceSource`). Where it

@@ -97,16 +97,47 @@ def test_calibrate_measures_the_spread_of_each_kind_of_service():
     def service(t, node, task, trained):
         return {"t": t, "env": 0, "node": node, "task": task, "trained": trained, "family": "a"}
 
-    episode = [service(0, 0, 0, 8), service(1, 0, 0, 12), service(0, 1, 1, 10), service(1, 1, 1, 10),
+    episode = [service(0, 0, 0, 8), service(0, 1, 1, 12), service(1, 0, 0, 12), service(1, 1, 1, 8),
                service(3, 1, 1, 6), service(4, 0, 1, 3)]  # task 1 back after a pause, then moved: two switched services
-    assert service_kinds(episode) == ["first", "plain", "first", "plain", "switched", "switched"]
+    assert service_kinds(episode) == ["first", "first", "plain", "plain", "switched", "switched"]
     fit = calibrate([episode], n_nodes=2)
-    assert fit.rates == {"a": 10.0} and fit.speeds == (1.0, 1.0) and fit.switch_cost == pytest.approx(1 - 4.5 / 10)
+    assert fit.rates == {"a": 10.0} and fit.curve_rates == {} and fit.speeds == (1.0, 1.0)
+    assert fit.switch_cost == pytest.approx(1 - 4.5 / 10)
     assert all(len(fit.spread[kind]) == SPREAD_POINTS for kind in KINDS)
-    assert (fit.spread["first"][0], fit.spread["first"][-1]) == (0.8, 1.0) and (fit.spread["plain"][0], fit.spread["plain"][-1]) == (1.0, 1.2)
-    assert np.median(fit.spread["plain"]) == pytest.approx(1.1)
-    assert fit.spread["switched"][0] == pytest.approx(3 / 4.5) and fit.spread["switched"][-1] == pytest.approx(6 / 4.5)
-    alone = calibrate([episode[:4]], n_nodes=2)  # nothing switched: the spread of all services stands for it
-    assert alone.spread["switched"][0] == 0.8 and alone.spread["switched"][-1] == 1.2
+    # two services of a step that differ are spread (the step's mean is the machine's); a service alone at its step is the path's
+    assert (fit.spread["first"][0], fit.spread["first"][-1]) == pytest.approx((0.8, 1.2)) and np.median(fit.spread["plain"]) == pytest.approx(1.0)
+    assert fit.spread["switched"][0] == fit.spread["switched"][-1] == pytest.approx(1.0)
+    assert len(fit.paths) == 1 and fit.paths[0][:2] == (1.0, 1.0) and fit.paths[0][3] == pytest.approx(6 / 4.5, abs=1e-4)
+    assert fit.paths[0][2] == fit.paths[0][1]  # a step without a service carries the last value
     with pytest.raises(ValueError, match=r"no measured spread for \['first', 'plain', 'switched'\]"):
         SpreadSource(dataclasses.replace(fit, spread={}), 0)
+
+
+def test_calibrate_measures_each_run_and_the_machines_slow_steps_apart_from_the_spread():
+    # runs (curves) 0 and 1 of one family train 10 and 20 a slice; at step 2 the machine is 20% slower on both nodes
+    def service(t, node, task, curve, trained):
+        return {"t": t, "env": 0, "node": node, "task": task, "curve": curve, "trained": trained, "family": "a"}
+
+    episode = [service(t, 0, 0, 0, 10 * f) for t, f in enumerate((1, 1, 0.8, 1))] + [service(t, 1, 1, 1, 20 * f) for t, f in enumerate((1, 1, 0.8, 1))]
+    episode.sort(key=lambda r: r["t"])
+    fit = calibrate([episode], n_nodes=2)
+    assert fit.curve_rates == pytest.approx({0: 9.5, 1: 19.0}) and fit.rates == pytest.approx({"a": 14.25})
+    assert fit.speeds == pytest.approx((1.0, 1.0)) and fit.rate(1, "a") == fit.curve_rates[1] and fit.rate(7, "a") == fit.rates["a"]
+    path = fit.paths[0]
+    assert path[2] / path[1] == pytest.approx(0.8, abs=1e-3) and path[3] == path[1]
+    for kind in ("first", "plain"):  # nothing is left around run x node x machine
+        assert fit.spread[kind][-1] - fit.spread[kind][0] == pytest.approx(0.0, abs=1e-3)
+
+
+def test_spread_source_plays_each_episode_on_a_recorded_machine_path():
+    families = ["a", "a", "a", "b", "b", "b"]
+    slow = dataclasses.replace(_calibration(1.0, 1.0), paths=((0.5,) * 5,))  # half speed throughout (and past the path's end)
+    replay, config = calibrated(_workloads(1)[0], families, slow, CONFIG)
+    plain, halved = _Recording(SpreadSource(_calibration(1.0, 1.0), 0)), _Recording(SpreadSource(slow, 0))
+    run_agent(make_agent("fifo"), [replay], config, task_source=plain)
+    run_agent(make_agent("fifo"), [replay], config, task_source=halved)
+    first = min(r["t"] for r in plain.records)  # until a task finishes, both play the same services
+    before = {(r["t"], r["node"], r["task"]): r["trained"] for r in plain.records if r["t"] <= first + 1}
+    after = {(r["t"], r["node"], r["task"]): r["trained"] for r in halved.records if r["t"] <= first + 1}
+    assert before and before.keys() == after.keys() and all(after[k] == pytest.approx(0.5 * before[k]) for k in before)
+    assert max(r["t"] for r in halved.records) >= 5 and all(r["trained"] > 0 for r in halved.records)

@@ -1,25 +1,32 @@
-"""The simulator calibrated from live measurements: per-family rates, node speeds and a switching cost.
+"""The simulator calibrated from live measurements: per-run rates, node speeds, a switching cost, and the spread.
 
 The simulator's service model is ``batches = rate(task) × speed(node) × (1 − switch_cost if switched)``,
 where a service is *switched* when the task was last served by another node, or not in the step before
-(the rules' definition; a task's first service never is). :func:`calibrate` fits the three from the
-services of live episodes (:attr:`core_env.live.LiveSource.records`, wall-clock slices):
+(the rules' definition; a task's first service never is). :func:`calibrate` fits it to the services of
+live episodes (:attr:`core_env.live.LiveSource.records`, wall-clock slices):
 
-- ``rates[f]``: the mean batches a service of family ``f`` trained when not switched;
-- ``speeds[n]``: node ``n``'s mean of trained / ``rates[f]`` over its unswitched services;
-- ``switch_cost``: 1 − the mean of trained / (``rates[f]`` × ``speeds[n]``) over switched services,
-  clipped to [0, 0.99] (0 when no service was switched);
-- ``spread``: the spread around that model by kind of service (:data:`KINDS`: a task's ``"first"``
-  service, which also builds the task on its node; a later unswitched one, ``"plain"``; a
-  ``"switched"`` one): the quantiles (:data:`SPREAD_POINTS`, evenly spaced from 0 to 1) of trained / the
-  model's batches. The means above are what :func:`calibrated` gives the simulator;
-  :class:`core_env.live.replay.SpreadSource` also draws each service's batches from the spread of its
-  kind (live, a service's batches vary from slice to slice, and a first service trains less).
+- ``curve_rates[c]``: the mean batches an unswitched service of a task on curve ``c`` (one recorded run)
+  trained; ``rates[f]``, the same by family, stands in for a run never measured. Runs of one family can
+  train at very different rates (their model and batch sizes differ), and a task that is slow stays slow,
+  so the rate is measured per run;
+- ``speeds[n]``: node ``n``'s mean of trained / rate over its unswitched services;
+- ``switch_cost``: 1 − the mean of trained / (rate × ``speeds[n]``) over switched services, clipped to
+  [0, 0.99] (0 when no service was switched);
+- ``paths``: the machine's speed over time, one path per recorded episode: at each step the mean over the
+  step's services of trained / the model's batches (each divided by its kind's mean; steps without a
+  service carry the last value). A shared machine's speed drifts and is shared by the nodes at a step, so a
+  slow step makes every service of it slow, and slow steps come in runs;
+- ``spread``: what is left around model × path, by kind of service (:data:`KINDS`: a task's ``"first"``
+  service, which also builds the task on its node; a later unswitched one, ``"plain"``; a ``"switched"``
+  one): the quantiles (:data:`SPREAD_POINTS`, evenly spaced from 0 to 1) of trained / (model × path),
+  times the kind's mean.
 
-Only physical measurements enter (what a node trained in a slice), never an episode's completions; a
-service after which the task's run was over (``finished``: it stopped early) is left out.
-:func:`calibrated` applies a calibration to a workload (every task at its family's measured rate, the
-hidden demand recomputed on its curve) and to a config (``node_speeds``, ``switch_cost``).
+The means are what :func:`calibrated` gives the simulator; :class:`core_env.live.replay.SpreadSource` also
+draws a recorded path per episode and each service's ratio from the spread of its kind. Only physical
+measurements enter (what a node trained in a slice), never an episode's completions; a service after which
+the task's run was over (``finished``: it stopped early) is left out. :func:`calibrated` applies a
+calibration to a workload (every task at its run's measured rate, else its family's; the hidden demand
+recomputed on its curve) and to a config (``node_speeds``, ``switch_cost``).
 """
 
 from __future__ import annotations
@@ -44,8 +51,9 @@ KINDS = ("first", "plain", "switched")
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    """Measured service model: batches per step by family, node speeds, switching cost, the spread around
-    them by kind of service (:data:`KINDS`: :data:`SPREAD_POINTS` quantiles each), and the services used."""
+    """Measured service model: batches per step by family and by run (curve), node speeds, switching cost,
+    the spread left around them by kind of service (:data:`KINDS`: :data:`SPREAD_POINTS` quantiles each),
+    the machine's speed paths (one per recorded episode, a factor per step), and the services used."""
 
     rates: dict[str, float]
     speeds: tuple[float, ...]
@@ -53,6 +61,12 @@ class Calibration:
     services: int
     switched: int
     spread: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    curve_rates: dict[int, float] = dataclasses.field(default_factory=dict)
+    paths: tuple[tuple[float, ...], ...] = ()
+
+    def rate(self, curve: int | None, family: str) -> float:
+        """The measured batches per step of a task on ``curve`` (its run's, else its family's). KeyError: neither measured."""
+        return self.curve_rates[curve] if curve is not None and curve in self.curve_rates else self.rates[family]
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -83,52 +97,89 @@ def switched(episode: Sequence[Mapping[str, Any]]) -> list[bool]:
     return [kind == "switched" for kind in service_kinds(episode)]
 
 
+def _path(services: Sequence[tuple[int, float]]) -> tuple[float, ...]:
+    """A recorded episode's machine speed per step from its services' (t, ratio): each step's mean, steps
+    without a service carrying the last value (the first value before it)."""
+    by_step: dict[int, list[float]] = defaultdict(list)
+    for t, ratio in services:
+        by_step[t].append(ratio)
+    if not by_step:
+        return ()
+    path, last = [], float(np.mean(by_step[min(by_step)]))
+    for t in range(max(by_step) + 1):
+        if t in by_step:
+            last = float(np.mean(by_step[t]))
+        path.append(last)
+    return tuple(path)
+
+
 def calibrate(episodes: Iterable[Sequence[Mapping[str, Any]]], n_nodes: int) -> Calibration:
     """The service model fitted to live episodes' records (module docstring), each episode's in order.
 
     Raises:
         ValueError: no unswitched service at all, or a node that never served one.
     """
-    rows = [(record, kind) for episode in episodes for record, kind in zip(episode, service_kinds(episode)) if not record.get("finished", False)]
-    unswitched = [record for record, kind in rows if kind != "switched"]
+    episodes = [list(episode) for episode in episodes]
+    rows = [(i, record, kind) for i, episode in enumerate(episodes) for record, kind in zip(episode, service_kinds(episode))
+            if not record.get("finished", False)]
+    unswitched = [record for _, record, kind in rows if kind != "switched"]
     if not unswitched:
         raise ValueError("no unswitched live service to calibrate from: play longer episodes")
     by_family: dict[str, list[int]] = defaultdict(list)
+    by_curve: dict[int, list[int]] = defaultdict(list)
     for record in unswitched:
         by_family[record["family"]].append(record["trained"])
-    rates = {family: float(np.mean(trained)) for family, trained in sorted(by_family.items())}
+        if record.get("curve") is not None:
+            by_curve[int(record["curve"])].append(record["trained"])
+    fit = Calibration({family: float(np.mean(trained)) for family, trained in sorted(by_family.items())}, (), 0.0, 0, 0,
+                      curve_rates={curve: float(np.mean(trained)) for curve, trained in sorted(by_curve.items())})
+
+    def rate(record: Mapping[str, Any]) -> float:
+        return fit.rate(None if record.get("curve") is None else int(record["curve"]), record["family"])
+
     share: dict[int, list[float]] = defaultdict(list)
     for record in unswitched:
-        share[record["node"]].append(record["trained"] / rates[record["family"]] if rates[record["family"]] > 0 else 1.0)
+        share[record["node"]].append(record["trained"] / rate(record) if rate(record) > 0 else 1.0)
     missing = [n for n in range(n_nodes) if n not in share]
     if missing:
         raise ValueError(f"node(s) {missing} served no unswitched task: no speed can be measured for them")
     speeds = tuple(float(np.mean(share[n])) for n in range(n_nodes))
-    lost = [record["trained"] / (rates[record["family"]] * speeds[record["node"]]) for record, kind in rows
-            if kind == "switched" and rates[record["family"]] * speeds[record["node"]] > 0]
+    lost = [record["trained"] / (rate(record) * speeds[record["node"]]) for _, record, kind in rows
+            if kind == "switched" and rate(record) * speeds[record["node"]] > 0]
     cost = float(np.clip(1.0 - np.mean(lost), 0.0, MAX_SWITCH_COST)) if lost else 0.0
-    ratios: dict[str, list[float]] = {kind: [] for kind in KINDS}  # each service's batches relative to what the model plans for it
-    for record, kind in rows:
-        planned = rates[record["family"]] * speeds[record["node"]] * (1.0 - cost if kind == "switched" else 1.0)
+    measured = []  # (episode, t, kind, trained / what the model plans for the service)
+    for i, record, kind in rows:
+        planned = rate(record) * speeds[record["node"]] * (1.0 - cost if kind == "switched" else 1.0)
         if planned > 0:
-            ratios[kind].append(record["trained"] / planned)
-    pooled = [ratio for kind in KINDS for ratio in ratios[kind]]  # a kind never measured: the spread of all
+            measured.append((i, record["t"], kind, record["trained"] / planned))
+    kind_mean = {kind: float(np.mean([r for _, _, k, r in measured if k == kind] or [1.0])) for kind in KINDS}
+    services: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for i, t, kind, ratio in measured:
+        services[i].append((t, ratio / kind_mean[kind]))
+    paths = {i: _path(services[i]) for i in sorted(services)}
+    left: dict[str, list[float]] = {kind: [] for kind in KINDS}  # each service relative to model x path, times its kind's mean
+    for i, t, kind, ratio in measured:
+        factor = paths[i][t]
+        left[kind].append(ratio / factor if factor > 0 else kind_mean[kind])
+    pooled = [ratio for kind in KINDS for ratio in left[kind]]  # a kind never measured: the spread of all
     grid = np.linspace(0.0, 1.0, SPREAD_POINTS)
-    spread = {kind: tuple(float(q) for q in np.quantile(ratios[kind] or pooled, grid)) for kind in KINDS}
-    return Calibration(rates, speeds, cost, len(rows), len(rows) - len(unswitched), spread)
+    spread = {kind: tuple(float(q) for q in np.quantile(left[kind] or pooled, grid)) for kind in KINDS}
+    return dataclasses.replace(fit, speeds=speeds, switch_cost=cost, services=len(rows), switched=len(rows) - len(unswitched),
+                               spread=spread, paths=tuple(tuple(round(f, 4) for f in path) for path in paths.values() if path))
 
 
 def calibrated(workload: Workload, families: Sequence[str], calibration: Calibration, config: EnvConfig) -> tuple[Workload, EnvConfig]:
-    """``workload`` with every task at its family's measured rate (``families[c]``: the family of curve
-    ``c``), its demand recomputed, and ``config`` with the measured node speeds and switching cost.
+    """``workload`` with every task at its run's measured rate (its family's where the run was never
+    measured; ``families[c]``: the family of curve ``c``), its demand recomputed, and ``config`` with the
+    measured node speeds and switching cost.
 
     Raises:
         ValueError: a task of a family the calibration never measured (no silent nominal rate).
     """
-    unmeasured = sorted({families[c] for c in workload.curve.tolist()} - set(calibration.rates))
+    unmeasured = sorted({families[c] for c in workload.curve.tolist() if c not in calibration.curve_rates} - set(calibration.rates))
     if unmeasured:
         raise ValueError(f"the calibration measured no rate for family(ies) {unmeasured}: play episodes that serve them")
-    rates = np.array([calibration.rates[families[c]] for c in workload.curve.tolist()], np.float64)
+    rates = np.array([calibration.rate(c, families[c]) for c in workload.curve.tolist()], np.float64)
     rates = np.maximum(rates, 1e-6)
     demand = np.array([workload.bank.demand(int(c), float(t), float(r)) for c, t, r in zip(workload.curve, workload.target, rates)])
     changed = dataclasses.replace(workload, batches_per_step=rates, demand=demand)
