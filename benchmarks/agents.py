@@ -9,7 +9,9 @@ observation, and ``ppo-tianshou-fm``, the same on flow-matching predictor featur
 :mod:`mara_agents.integrations.tianshou_ppo`; ``ppo-sb3``, sb3-contrib's MaskablePPO with the per-slot
 policy, :mod:`mara_agents.integrations.sb3_maskable`; ``ppo-torchrl``, TorchRL's PPO with the same policy,
 :mod:`mara_agents.integrations.torchrl_ppo`; ``ppo-rllib``, RLlib's PPO with it as an RLModule,
-:mod:`mara_agents.integrations.rllib_ppo`, trained in its own venv and played without Ray).
+:mod:`mara_agents.integrations.rllib_ppo`, trained in its own venv and played without Ray; ``mappo-benchmarl``,
+BenchMARL's MAPPO with it as a BenchMARL model on the batched TorchRL env,
+:mod:`mara_agents.integrations.benchmarl_ppo`, trained in the same venv and played without BenchMARL).
 ``prior-edf`` is the admission probe on the curve-free prior (:mod:`benchmarks.prior_edf`), fitted on the
 train workloads of the task set it plays.
 
@@ -61,17 +63,18 @@ def is_learned(row: str) -> bool:
 
 def library_checkpoints() -> dict[str, Path]:
     """Each shipped third-party-library row's checkpoint (``policy.pt``; manifest and train.json beside it)."""
-    from mara_agents.integrations import rllib_ppo, sb3_maskable, tianshou_ppo, torchrl_ppo  # none imports its library until it trains
+    from mara_agents.integrations import benchmarl_ppo, rllib_ppo, sb3_maskable, tianshou_ppo, torchrl_ppo  # none imports its library
 
     return {"ppo-tianshou": tianshou_ppo.SHIPPED_CHECKPOINT, "ppo-tianshou-fm": tianshou_ppo.SHIPPED_FM_CHECKPOINT,
-            "ppo-sb3": sb3_maskable.SHIPPED_CHECKPOINT, "ppo-torchrl": torchrl_ppo.SHIPPED_CHECKPOINT, "ppo-rllib": rllib_ppo.SHIPPED_CHECKPOINT}
+            "ppo-sb3": sb3_maskable.SHIPPED_CHECKPOINT, "ppo-torchrl": torchrl_ppo.SHIPPED_CHECKPOINT, "ppo-rllib": rllib_ppo.SHIPPED_CHECKPOINT,
+            "mappo-benchmarl": benchmarl_ppo.SHIPPED_CHECKPOINT}
 
 
-#: Shipped policies trained by a third-party library (Tianshou, sb3-contrib, TorchRL, RLlib): each row's trainer module
+#: Shipped policies trained by a third-party library (Tianshou, sb3-contrib, TorchRL, RLlib, BenchMARL): each row's module
 #: (its ``load_agent`` plays the checkpoint of :func:`library_checkpoints`, manifest beside it).
 LIBRARY_TRAINERS = {"ppo-tianshou": "mara_agents.integrations.tianshou_ppo", "ppo-tianshou-fm": "mara_agents.integrations.tianshou_ppo",
                     "ppo-sb3": "mara_agents.integrations.sb3_maskable", "ppo-torchrl": "mara_agents.integrations.torchrl_ppo",
-                    "ppo-rllib": "mara_agents.integrations.rllib_ppo"}
+                    "ppo-rllib": "mara_agents.integrations.rllib_ppo", "mappo-benchmarl": "mara_agents.integrations.benchmarl_ppo"}
 LIBRARY_ROWS = tuple(LIBRARY_TRAINERS)
 
 

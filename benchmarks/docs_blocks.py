@@ -129,6 +129,20 @@ def _tutorial_example() -> str:
     return "\n".join(lines)
 
 
+def _benchmarl_routes() -> str:
+    """benchmarl.md's side-by-side speed of BenchMARL's two routes (docs/results/libraries/benchmarl_routes.json)."""
+    run = _json(RESULTS / "libraries" / "benchmarl_routes.json")
+    env = run["env"]
+    lines = ["| route | env steps | wall s | env steps / s |", "|---|---|---|---|"]
+    lines += [f"| {route} | {r['env_steps']:,} | {r['seconds']:.1f} | {r['env_steps_per_s']:,.1f} |" for route, r in run["routes"].items()]
+    machine = run["machine"]
+    lines += ["", f"Batched / PettingZoo: **{run['ratio']:.1f}×** the env steps per second. BenchMARL's MAPPO with its MLP policy, "
+              f"{run['iterations']} iterations × {run['frames_per_batch']:,} env steps, {run['n_envs']} envs per collector, "
+              f"N = {env.get('n_nodes')}, K = {env.get('n_slots')}, the two runs one after the other on {machine['cpus']} CPUs "
+              f"(torch threads {machine['torch_threads']}; docs/results/libraries/benchmarl_routes.json, `{run['command']}`)."]
+    return "\n".join(lines)
+
+
 def _perf() -> str:
     from benchmarks.perf import summary
 
@@ -160,6 +174,8 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/tutorials/sb3.md", "library-rows"): _library_rows,
     ("docs/tutorials/torchrl.md", "library-rows"): _library_rows,
     ("docs/tutorials/rllib.md", "library-rows"): _library_rows,
+    ("docs/tutorials/benchmarl.md", "library-rows"): _library_rows,
+    ("docs/tutorials/benchmarl.md", "benchmarl-routes"): _benchmarl_routes,
     ("docs/tutorials/sb3-vectorized-maskable-ppo.md", "sb3-vec-env"): _sb3_vec_env,
     ("docs/tutorials/evaluate-your-agent.md", "tutorial-example"): _tutorial_example,
     ("docs/benchmarks.md", "perf"): _perf,

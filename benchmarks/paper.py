@@ -48,7 +48,7 @@ TEACHER = "edf-admission:fm,min_reports=5"
 #: ``python -m benchmarks.tuning --predictor pfn``), the teacher of ``mara-pfn``.
 PFN_TEACHER = "edf-admission:pfn,min_reports=1"
 PAPER_ROWS = ("fifo", "edf", "window-edf", "target-edf", "prior-edf", "edf-admission", TEACHER, PFN_TEACHER, "llf", "slaq", "las", "lara", "lara-fm",
-              "lara:pfn", "laira", "laira:pfn", "ppo-tianshou", "ppo-tianshou-fm", "ppo-sb3", "ppo-torchrl", "ppo-rllib", "mat", "mara-wls", "mara-sparse", "mara", "mara-pfn", "clairvoyant", MILP_SLOTS, MILP)
+              "lara:pfn", "laira", "laira:pfn", "ppo-tianshou", "ppo-tianshou-fm", "ppo-sb3", "ppo-torchrl", "ppo-rllib", "mappo-benchmarl", "mat", "mara-wls", "mara-sparse", "mara", "mara-pfn", "clairvoyant", MILP_SLOTS, MILP)
 #: Leak probes (no loss values seen): a curve-aware row's own margin is the one beyond the better probe.
 PROBES = ("window-edf", "target-edf", "prior-edf")
 #: Curve-aware fixed rows paired with the best probe (learned and third-party rows are too).
@@ -67,8 +67,8 @@ DIFFERENCES = (("mara", "lara"), ("mara", "lara-fm"), ("mara", TEACHER), ("mara"
                (PFN_TEACHER, TEACHER), ("lara:pfn", "lara-fm"), ("laira:pfn", "laira"),  # PFN − FM inside each rule (issue 27)
                ("mara-pfn", "mara"), ("mara-pfn", PFN_TEACHER),
                ("ppo-tianshou", "edf"), ("ppo-tianshou-fm", "edf"), ("ppo-tianshou-fm", "ppo-tianshou"),  # third-party PPO vs EDF (issue 30)
-               ("ppo-sb3", "edf"), ("ppo-torchrl", "edf"), ("ppo-rllib", "edf"),  # four libraries, one per-slot network and distribution
-               ("ppo-sb3", "ppo-tianshou"), ("ppo-torchrl", "ppo-tianshou"), ("ppo-rllib", "ppo-tianshou"))
+               ("ppo-sb3", "edf"), ("ppo-torchrl", "edf"), ("ppo-rllib", "edf"), ("mappo-benchmarl", "edf"),  # five libraries, one per-slot network
+               ("ppo-sb3", "ppo-tianshou"), ("ppo-torchrl", "ppo-tianshou"), ("ppo-rllib", "ppo-tianshou"), ("mappo-benchmarl", "ppo-tianshou"))
 #: Rows built on the PFN predictor (issue 27) and their completion targets: (reference row, scenario, least
 #: mean difference in points, whether the 95% CI must lie above 0). "Not below the FM rule on id" is read
 #: strictly: a mean difference of at least 0.

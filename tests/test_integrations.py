@@ -362,8 +362,36 @@ def test_rllib_per_slot_policy_trains_conflict_free_and_loads_as_agent_without_r
 
 
 def test_benchmarl_task_runs_mappo(tmp_path):
-    report = _run_in_extra_venv("mara_agents.integrations.benchmarl_task", ["--small", "--iterations", "2", "--frames-per-batch", "256", "--minibatch-size", "128",
-                                 "--minibatch-iters", "2"],
-                                tmp_path / "benchmarl.json", "benchmarl")
+    # the PettingZoo route with BenchMARL's own MLP policy (independent picks: the env resolves conflicts)
+    report = _run_in_extra_venv("mara_agents.integrations.benchmarl_task", ["--small", "--route", "pettingzoo", "--iterations", "2",
+                                 "--frames-per-batch", "256", "--minibatch-size", "128", "--minibatch-iters", "2"],
+                                tmp_path / "benchmarl", "benchmarl", report="train.json")
     assert report["loss"] and all(math.isfinite(x) for x in report["loss"])
-    assert report["invalid_actions"] == 0
+    assert report["route"] == "pettingzoo" and report["invalid_actions"] == 0
+    assert not (tmp_path / "benchmarl" / "policy.pt").exists()
+
+
+def test_benchmarl_per_slot_mappo_on_the_batched_env_is_conflict_free_and_loads_as_agent_without_benchmarl(tmp_path):
+    """BenchMARL's MAPPO with the per-slot BenchMARL model on the batched TorchRL env: episodes finish, no
+    conflict or masked action in training or in the greedy evaluation, a snapshot per iteration; the checkpoint
+    loads in the main venv (no BenchMARL) as the mappo-benchmarl Agent and plays another N and K; --init resumes."""
+    from mara_agents.integrations import benchmarl_ppo, slot_policy
+
+    out = tmp_path / "benchmarl_slot"
+    args = ["--small", "--route", "batched", "--policy", "slot", "--n-envs", "4", "--iterations", "3", "--frames-per-batch", "512",
+            "--minibatch-size", "128", "--minibatch-iters", "2", "--eval-episodes", "2"]
+    report = _run_in_extra_venv("mara_agents.integrations.benchmarl_task", args, out, "benchmarl", report="train.json")
+    assert report["loss"] and all(math.isfinite(x) for x in report["loss"]) and len(report["loss"]) == 3
+    assert len(report["episodes"]) > 0 and report["invalid_actions"] == 0 and report["conflicts"] == 0
+    assert all(0.0 <= e["completion_rate"] <= 1.0 for e in report["episodes"])
+    assert report["eval_greedy"]["episodes"] == 2 and report["eval_greedy"]["conflicts"] == 0
+    assert {"policy.pt", "policy.json", "snapshot.pt"} <= {p.name for p in out.iterdir()}
+    agent = benchmarl_ppo.load_agent(out)
+    other = slot_policy.evaluate(agent, {"n_nodes": 3, "n_slots": 6, "arrival_steps": 30}, range(2))
+    assert other["invalid_actions"] == 0 and other["conflicts"] == 0
+    with pytest.raises(ValueError, match="benchmarl_task/1"):  # another library's format is refused
+        slot_policy.read_checkpoint(out / "policy.pt", "mara_agents.integrations.torchrl_ppo/1", "missing")
+    resumed = _run_in_extra_venv("mara_agents.integrations.benchmarl_task", [*args[:-2], "--eval-episodes", "0", "--iterations", "1",
+                                 "--init", str(out / "policy.pt")], tmp_path / "resumed", "benchmarl", report="train.json")
+    assert resumed["loss"] and resumed["conflicts"] == 0
+    assert json.loads((tmp_path / "resumed" / "policy.json").read_text())["init"] == str(out / "policy.pt")
