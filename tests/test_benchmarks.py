@@ -155,7 +155,8 @@ def test_a_suite_run_from_another_directory_writes_results_there_and_nothing_in_
 
     package = Path(benchmarks.__file__).resolve().parent
     before = {p for p in package.rglob("*") if "__pycache__" not in p.parts}
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "training"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "paper", "--rows", "edf", "--scenarios", "id/train", "--roots", "1", "--episodes", "1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert (tmp_path / "results" / "training" / "training.json").exists()
+    assert (tmp_path / "results" / "paper" / "paper.json").exists() and (tmp_path / "results" / "cells").is_dir()
     assert {p for p in package.rglob("*") if "__pycache__" not in p.parts} == before  # nothing written into the package

@@ -337,7 +337,7 @@ def test_the_calibration_table_runs_on_a_bank_file(bank, tmp_path):
     from benchmarks import calibration
     from benchmarks.cells import bank_suite
 
-    rows = calibration.evaluate([str(bank)], ["train"], roots=2, episodes=1)
+    rows = calibration.evaluate([str(bank)], ["train"], roots=1, episodes=1)
     assert [(r["task_set"], r["load"]) for r in rows] == [("my_runs", "train"), ("stress", "-")]
     config, workloads, cells = bank_suite(str(bank), "train", 2, 1)
     assert cells == [(0, 0), (1, 0)] and same(workloads[1], Cell("edf", str(bank), "train", root=1, episodes=1).workloads()[0])
