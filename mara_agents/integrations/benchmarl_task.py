@@ -61,10 +61,11 @@ from benchmarl.environments.common import Task, TaskClass
 from benchmarl.experiment.callback import Callback
 from benchmarl.models.common import Model, ModelConfig
 
+from core_env.config import EnvConfig
 from core_env.npz import write_atomic
 from mara_agents.integrations.benchmarl_ppo import FORMAT, load_agent
 from mara_agents.integrations.common import REPORTED_KEYS, EpisodeLog
-from mara_agents.integrations.nets import SequentialNodeCategorical, SlotActor, SlotCritic
+from mara_agents.integrations.nets import SequentialNodeCategorical, SlotActor, SlotCritic, over_leading
 
 CONF = Path(__file__).resolve().parent / "benchmarl_conf"
 GROUP = "node"
@@ -182,12 +183,6 @@ def load_task(path: Path | str | None = None, route: str = "pettingzoo") -> Core
     return member.get_task(config=dict(_DEFAULTS))
 
 
-def _any_batch(net: torch.nn.Module, obs: torch.Tensor) -> torch.Tensor:
-    """A (B, N, D) -> (B, ...) net on (..., N, D) observations of any leading shape."""
-    out = net(obs.reshape(-1, *obs.shape[-2:]))
-    return out.reshape(tuple(obs.shape[:-2]) + tuple(out.shape[1:]))
-
-
 class SlotModel(Model):
     """BenchMARL model around the per-slot nets: as a policy, :class:`SlotActor` ((..., N, D) -> (..., N, K+1)
     logits, one set of weights for every node); as a critic, :class:`SlotCritic` (the state's value, shared by
@@ -202,7 +197,7 @@ class SlotModel(Model):
 
     def _forward(self, tensordict):
         obs = tensordict.get(self.in_keys[0])
-        out = _any_batch(self.net, obs)
+        out = over_leading(self.net, obs)
         if self.is_critic:
             out = out.unsqueeze(-1)
             if self.output_has_agent_dim:
@@ -338,7 +333,7 @@ def train(task: CoreEnvClass, *, iterations: int = 5, frames_per_batch: int = 10
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     env_kwargs = {k: v for k, v in task.config.items() if k not in _TASK_ONLY}
-    history = int(env_kwargs.get("history", 8))
+    history = EnvConfig(**env_kwargs).history
     meta = {"env": env_kwargs, "seed": seed, "route": "batched" if task.batched else "pettingzoo", "policy": policy, "iterations": iterations,
             "frames_per_batch": frames_per_batch, **({"init": str(init)} if init is not None else {})}
     record = RecordCallback(out, meta, Path(init) if init is not None else None)
@@ -368,11 +363,12 @@ def train(task: CoreEnvClass, *, iterations: int = 5, frames_per_batch: int = 10
     seconds = time.perf_counter() - start
     torch.set_num_threads(previous_threads)
     log, quarter = record.log, max(1, len(record.log) // 4)
+    totals = log.summary()
     report = {"library": "benchmarl", "algorithm": f"MAPPO ({'per-slot policy, conflict-free joint action' if policy == 'slot' else 'BenchMARL defaults, MLP'})",
               "route": meta["route"], "policy": policy, "env": env_kwargs, "n_envs": n_envs, "iterations": iterations,
               "env_steps": iterations * frames_per_batch, "seconds": round(seconds, 2), "loss": record.losses, "episodes": log.episodes,
-              "first": EpisodeLog(log.episodes[:quarter]).summary(), "last": log.summary(quarter), "all": log.summary(),
-              "invalid_actions": log.summary().get("invalid_actions", 0), "conflicts": log.summary().get("conflicts", 0),
+              "first": EpisodeLog(log.episodes[:quarter]).summary(), "last": log.summary(quarter), "all": totals,
+              "invalid_actions": totals.get("invalid_actions", 0), "conflicts": totals.get("conflicts", 0),
               "conflict_rule": "sequential: node i cannot pick a task taken by nodes < i (no env conflicts)" if policy == "slot" else
               "independent per-node actions; env resolves conflicts (lowest index wins) and counts them"}
     if verbose:

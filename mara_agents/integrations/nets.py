@@ -50,6 +50,13 @@ def split_observation(obs: torch.Tensor, history: int, extra: int = 0) -> tuple[
     return context, torch.cat([table, mine], dim=-1), table[:, 0, :, features.PRESENT]
 
 
+def over_leading(net: nn.Module, obs: torch.Tensor) -> torch.Tensor:
+    """A (B, N, D) -> (B, ...) net on (..., N, D) observations of any leading shape (collectors act with batch
+    [] or [B] and estimate values on [B, T])."""
+    out = net(obs.reshape(-1, *obs.shape[-2:]))
+    return out.reshape(tuple(obs.shape[:-2]) + tuple(out.shape[1:]))
+
+
 def mlp(sizes: list[int]) -> nn.Sequential:
     layers: list[nn.Module] = []
     for i in range(len(sizes) - 1):

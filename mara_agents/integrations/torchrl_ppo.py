@@ -85,20 +85,12 @@ def make_vector_env(env_kwargs: Mapping[str, Any], n_envs: int = 8, seed: int = 
     return env
 
 
-def _any_batch(net, obs):
-    """A (B, N, D) -> (B, ...) net on (..., N, D) observations of any leading shape (TorchRL collects with
-    batch [] or [B] and estimates values on [B, T])."""
-    lead = obs.shape[:-2]
-    out = net(obs.reshape(-1, *obs.shape[-2:]))
-    return out.reshape(tuple(lead) + tuple(out.shape[1:]))
-
-
 def _slot_modules(history: int, hidden: int, per_node: bool):
     """torch modules around the per-slot nets: (..., N, D) -> (..., N, K+1) logits and the state's value,
     (..., N, 1) (``per_node``, one copy per agent) or (..., 1)."""
     from torch import nn
 
-    from mara_agents.integrations.nets import SlotActor, SlotCritic
+    from mara_agents.integrations.nets import SlotActor, SlotCritic, over_leading
 
     class SlotLogits(nn.Module):
         def __init__(self) -> None:
@@ -106,7 +98,7 @@ def _slot_modules(history: int, hidden: int, per_node: bool):
             self.net = SlotActor(history, hidden)
 
         def forward(self, obs):
-            return _any_batch(self.net, obs)
+            return over_leading(self.net, obs)
 
     class SlotValues(nn.Module):  # V(s), the same for every node (the team reward is shared)
         def __init__(self) -> None:
@@ -114,7 +106,7 @@ def _slot_modules(history: int, hidden: int, per_node: bool):
             self.net = SlotCritic(history, hidden)
 
         def forward(self, obs):
-            value = _any_batch(self.net, obs).unsqueeze(-1)
+            value = over_leading(self.net, obs).unsqueeze(-1)
             return value.unsqueeze(-1).expand(*obs.shape[:-1], 1) if per_node else value
 
     return SlotLogits(), SlotValues()
