@@ -1,7 +1,8 @@
 """Choosing an allocator row's settings on *train* workloads only: ``python -m benchmarks.tuning``.
 
 A curve-aware row's free settings (the reports EDF + admission waits before a prediction may turn a
-task away, ``min_reports``, and optionally the probability of fitting it requires, ``admit_pct``) are chosen here, never on the evaluation suites: each candidate row plays
+task away, ``min_reports``, and optionally the probability of fitting it requires, ``admit_pct``; or any
+grid of rows given with ``--rows``, e.g. the posterior allocators' ``deadline_pct`` and ``explore``) are chosen here, never on the evaluation suites: each candidate row plays
 the seeded train workloads of :func:`benchmarks.decision_points.train_workloads` (the ``id`` train
 curves with themselves as reference runs, seeds disjoint from every suite) and the best mean
 completion wins. ``rl_ood`` and ``vit_ood`` are never read. The choice and every candidate's score
@@ -44,13 +45,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--min-reports", type=int, nargs="+", default=list(MIN_REPORTS))
     parser.add_argument("--admit-pct", type=int, nargs="*", default=[],
                         help="also try admitting at P(demand fits) >= PCT/100 for each of these (default: the median rule only)")
+    parser.add_argument("--rows", nargs="+", default=None,
+                        help="score these rows instead of the EDF + admission grid (e.g. index:pfn,deadline_pct=75)")
     parser.add_argument("--episodes", type=int, default=16, help="train workloads (default 16)")
     parser.add_argument("--out", type=Path, default=Path("build/tuning.json"))
     args = parser.parse_args(argv)
     if args.episodes < 1 or any(m < 0 for m in args.min_reports) or any(not 1 <= p <= 100 for p in args.admit_pct):
         parser.error("--episodes must be >= 1, --min-reports >= 0 and --admit-pct in [1, 100]")
-    rows = [f"edf-admission:{args.predictor},min_reports={m}" + (f",admit_pct={p}" if p else "")
-            for m in args.min_reports for p in [None, *args.admit_pct]]
+    rows = args.rows or [f"edf-admission:{args.predictor},min_reports={m}" + (f",admit_pct={p}" if p else "")
+                         for m in args.min_reports for p in [None, *args.admit_pct]]
     try:
         scores = score_rows(rows, "id", args.episodes)
     except ValueError as error:

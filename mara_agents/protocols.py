@@ -203,6 +203,15 @@ class Predictor(abc.ABC):
             return self._predict_windowed(histories, targets, budgets, self._check_windows(windows, targets.size))
         return self._predict(histories, targets, budgets, oracle)
 
+    def demand_cdf(self, histories: Sequence[np.ndarray], targets: np.ndarray, oracle: Mapping[str, np.ndarray] | None = None,
+                   windows: np.ndarray | None = None) -> np.ndarray:
+        """(M, horizon + 1) the posterior of each task's remaining demand on the common grid of node-steps:
+        entry [m, b] = P(demand ≤ b) for b = 0 … horizon (non-decreasing, in [0, 1], 0 at b = 0 since demand
+        ≥ 1; a censored demand leaves mass above the horizon). Arguments as in :meth:`predict`; the same as
+        its ``p_within_budget`` for the budgets 0 … horizon, so consistent with the median and quantiles."""
+        grid = np.broadcast_to(np.arange(self.horizon + 1), (len(histories), self.horizon + 1))
+        return self.predict(histories, targets, grid, oracle, windows).p_within_budget
+
     def _predict_windowed(self, histories: list[np.ndarray], targets: np.ndarray, budgets: np.ndarray,
                           windows: np.ndarray) -> DemandSummary:
         """:meth:`predict` of a predictor with ``uses_window`` on checked inputs (``windows``: (M,) float64 >= 1)."""

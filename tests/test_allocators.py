@@ -154,7 +154,7 @@ def test_las_serves_the_least_served_task():
 
 # ---------------------------------------------------------------------------------------------- validity
 AGENT_FACTORIES = {f"{name}:{predictor}": (lambda n=name, p=predictor: ALLOCATORS[n](p))
-                   for name in ("lara", "laira", "edf-admission", "llf", "slaq") for predictor in ("wls", "oracle")}
+                   for name in ("lara", "laira", "edf-admission", "llf", "slaq", "index", "plan") for predictor in ("wls", "oracle")}
 AGENT_FACTORIES["las"] = LAS
 
 

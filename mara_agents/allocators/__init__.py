@@ -14,6 +14,7 @@ from mara_agents.allocators.base import Estimates, PredictiveAllocator
 from mara_agents.allocators.laira import LaiRA
 from mara_agents.allocators.lara import LARA
 from mara_agents.allocators.observed import ObservedTasks
+from mara_agents.allocators.posterior import CompletionPlanner, IndexAllocator
 from mara_agents.allocators.ordered import LLF, SLAQ, EDFAdmission, OrderedAllocator
 from mara_agents.predictors import PREDICTORS
 
@@ -35,6 +36,8 @@ ALLOCATORS = {
     "edf-admission": _with(EDFAdmission, "wls"),
     "llf": _with(LLF, "wls"),
     "slaq": _with(SLAQ, "wls"),
+    "index": _with(IndexAllocator, "pfn"),
+    "plan": _with(CompletionPlanner, "pfn"),
 }
 
 
@@ -68,4 +71,4 @@ def make_allocator(spec: str) -> PredictiveAllocator:
         raise ValueError(f"allocator {spec!r}: {error}") from error
 
 
-__all__ = ["ALLOCATORS", "make_allocator", "parse_allocator_spec", "EDFAdmission", "Estimates", "LARA", "LLF", "LaiRA", "ObservedTasks", "OrderedAllocator", "PredictiveAllocator", "SLAQ"]
+__all__ = ["ALLOCATORS", "CompletionPlanner", "make_allocator", "parse_allocator_spec", "EDFAdmission", "Estimates", "IndexAllocator", "LARA", "LLF", "LaiRA", "ObservedTasks", "OrderedAllocator", "PredictiveAllocator", "SLAQ"]

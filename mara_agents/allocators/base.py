@@ -25,6 +25,9 @@ class Estimates:
     demand: np.ndarray  # predicted (median) remaining demand, nominal node-steps; inf when censored; 0 when empty
     p_within_budget: np.ndarray  # probability that the demand fits the budget
     n_nodes: int
+    #: (B, K, H + 1) the posterior: P(demand ≤ b) for b = 0 … H node-steps (valid for b up to each task's
+    #: budget; 0 for empty slots); None where an allocator was handed medians only.
+    cdf: np.ndarray | None = None
 
     @property
     def active(self) -> np.ndarray:
@@ -81,7 +84,8 @@ class PredictiveAllocator(Agent):
             demand = np.asarray(oracle[REMAINING_DEMAND], dtype=np.float64)
         self.cache.update(self.tasks.slot_tasks(), demand)
         active = self.tasks.active
-        estimates = Estimates(self.tasks, np.where(active, self.cache.median, 0.0), self.cache.p_within_budget, observation.shape[1])
+        estimates = Estimates(self.tasks, np.where(active, self.cache.median, 0.0), self.cache.p_within_budget, observation.shape[1],
+                              self.cache.cdf)
         return self.decide(estimates)
 
     def decide(self, estimates: Estimates) -> np.ndarray:

@@ -102,6 +102,13 @@ class PredictionCache:
         """(B, K) probability that each task's demand fits its current budget (0 for empty slots)."""
         return self._p[self._slot_index + (self._budget,)] * self._active
 
+    @property
+    def cdf(self) -> np.ndarray:
+        """(B, K, H + 1) each task's posterior, P(demand ≤ b) for b = 0 … H node-steps, valid for every b up
+        to its current budget (columns beyond the budget it had when last predicted are 0); 0 for empty slots.
+        Not a copy: read it before the next update."""
+        return self._p * self._active[..., None]
+
     def _start(self, B: int, K: int) -> None:
         self._shape = (B, K)
         self._slot_index = tuple(np.indices((B, K)))  # (env, slot) of every slot, to read _p at each slot's budget

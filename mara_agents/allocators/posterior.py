@@ -1,0 +1,214 @@
+"""Allocators that decide on the whole predicted distribution of each task's remaining demand.
+
+Both read :attr:`Estimates.cdf`, ``F(b) = P(demand ≤ b)`` for every ``b`` up to the task's budget (its
+steps to deadline), from any predictor (PFN natively, FM from its samples, WLS / DKF from their Gaussian,
+the oracle as a step).
+
+* :class:`IndexAllocator` (``index``): the truncated Gittins index of a job of unknown size that must be
+  done within ``u`` = its budget,
+
+      G = max over 1 ≤ b ≤ u of  F(b) / E[min(D, b)],   E[min(D, b)] = Σ_{j<b} (1 − F(j)),
+
+  the largest expected number of completions per node-step of service a task offers (serve it for ``b``
+  more steps, then give up). Tasks are admitted in order of G while the admitted set stays schedulable
+  with each task's ``deadline_pct`` posterior quantile as its demand (the exact test of
+  :func:`~mara_agents.allocators.admission.schedulable`), and the admitted tasks are served earliest
+  deadline first. Tasks with fewer than ``explore`` reports have no curve to read and are served first
+  (least served, then earliest deadline); nodes left over go to the rest by G, so a task that cannot
+  finish (G = 0) is never served while one that can waits.
+* :class:`CompletionPlanner` (``plan``): each step, draw ``samples`` demands per task from its posterior
+  (common random numbers: one uniform per task and draw), and grow the admitted set greedily in order of
+  G, keeping a task only if it raises the expected number of admitted tasks that finish — a draw counts
+  the admitted tasks whose sampled demand fits their budget when the whole admitted set is schedulable in
+  that draw, and only those of them that fit on their own otherwise... see :func:`expected_completions`.
+  The admitted tasks are served earliest deadline first, as above.
+
+Thresholds (``deadline_pct``, ``explore``, ``samples``) are chosen on the train workloads
+(``python -m benchmarks.tuning --rows ...``; docs/results/tuning/), never on evaluation roots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from mara_agents.allocators.admission import admit_schedulable, schedulable
+from mara_agents.allocators.base import Estimates, PredictiveAllocator
+from mara_agents.heuristics.base import serve_in_order
+from mara_agents.protocols import Predictor
+
+#: Tiers of :func:`serve_in_order`: exploring tasks, admitted tasks, the rest.
+EXPLORING, ADMITTED, REST = range(3)
+
+
+def truncated_index(cdf: np.ndarray, budget: np.ndarray) -> np.ndarray:
+    """(...,) the truncated Gittins index max_{1 ≤ b ≤ budget} F(b) / E[min(D, b)] of each task.
+
+    Args:
+        cdf: (..., H + 1) P(demand ≤ b) for b = 0 … H (non-decreasing, F(0) = 0 as demand ≥ 1).
+        budget: (...,) node-steps left (b beyond H counts as H); 0 or less gives index 0.
+    """
+    cdf = np.clip(cdf, 0.0, 1.0)
+    width = cdf.shape[-1]
+    expected = np.cumsum(1.0 - cdf[..., :-1], axis=-1)  # [..., b - 1] = E[min(D, b)] = Σ_{j<b} P(D > j) for b = 1 … H
+    ratio = cdf[..., 1:] / np.maximum(expected, 1e-12)
+    reach = np.arange(1, width) <= np.minimum(np.asarray(budget), width - 1)[..., None]
+    return np.where(reach, ratio, 0.0).max(axis=-1, initial=0.0)
+
+
+def cdf_quantile(cdf: np.ndarray, budget: np.ndarray, level: float) -> np.ndarray:
+    """(...,) the smallest b ≤ budget with F(b) ≥ level, or inf when there is none (the level-quantile of
+    the demand lies beyond the budget, or is censored)."""
+    width = cdf.shape[-1]
+    budget = np.minimum(np.maximum(np.asarray(budget), 0), width - 1)
+    below = np.where(np.arange(width) <= budget[..., None], cdf < level - 1e-12, False).sum(axis=-1)
+    return np.where(below <= budget, below, np.inf).astype(np.float64)
+
+
+def _check_pct(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= 99:
+        raise ValueError(f"{name} must be an int percentage in [1, 99], got {value!r}")
+    return int(value)
+
+
+def _check_count(name: str, value: int, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+    return int(value)
+
+
+class _PosteriorAllocator(PredictiveAllocator):
+    """Explore, admit on the posterior (:meth:`admit`), serve the admitted by deadline, the rest by index."""
+
+    def __init__(self, predictor: Predictor, explore: int = 1) -> None:
+        super().__init__(predictor)
+        self.explore = _check_count("explore", explore, 0)
+
+    def admit(self, estimates: Estimates, candidates: np.ndarray, index: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+        """(B, K) bool admitted among ``candidates`` on ``capacity`` (B,) nodes."""
+        raise NotImplementedError
+
+    def admitted_key(self, estimates: Estimates) -> np.ndarray:
+        """(B, K) the order of the admitted tasks (lower first): earliest deadline."""
+        return estimates.budget.astype(np.float64)
+
+    def decide(self, estimates: Estimates) -> np.ndarray:
+        active, n_nodes = estimates.active, estimates.n_nodes
+        exploring = active & (estimates.steps < self.explore)
+        explored = active & ~exploring
+        index = np.where(explored, truncated_index(estimates.cdf, estimates.budget), 0.0)
+        spare = np.maximum(n_nodes - exploring.sum(axis=1), 0)
+        admitted = self.admit(estimates, explored & (index > 0), index, spare)
+        tier = np.where(exploring, EXPLORING, np.where(admitted, ADMITTED, REST))
+        key = np.where(exploring, estimates.steps * 1e4 + estimates.budget, np.where(admitted, self.admitted_key(estimates), -index))
+        return serve_in_order(key.astype(np.float64), active, n_nodes, tier=tier)
+
+
+class IndexAllocator(_PosteriorAllocator):
+    """Admission by the truncated Gittins index under a quantile schedulability test (module docstring).
+
+    Args:
+        predictor: any Predictor.
+        deadline_pct: the posterior quantile (percent, 1–99) used as each task's demand in the
+            schedulability test that admission keeps; 0 turns the test off: every task with G > 0 is
+            served in order of G (the plain index rule, blind to deadlines beyond its budget).
+        explore: reports a task gets before its posterior is read (served first until then).
+    """
+
+    def __init__(self, predictor: Predictor, deadline_pct: int = 50, explore: int = 1) -> None:
+        super().__init__(predictor, explore)
+        self.deadline_pct = 0 if deadline_pct == 0 and not isinstance(deadline_pct, bool) else _check_pct("deadline_pct", deadline_pct)
+
+    def admit(self, estimates: Estimates, candidates: np.ndarray, index: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+        self._index = index
+        if not self.deadline_pct:
+            return candidates
+        demand = cdf_quantile(estimates.cdf, estimates.budget, self.deadline_pct / 100.0)
+        quantiled = dataclasses.replace(estimates, demand=np.where(estimates.active, demand, 0.0))
+        return admit_schedulable(quantiled, candidates & np.isfinite(demand), -index, capacity=capacity)
+
+    def admitted_key(self, estimates: Estimates) -> np.ndarray:
+        """Earliest deadline first, or the largest index first when the schedulability test is off."""
+        return super().admitted_key(estimates) if self.deadline_pct else -self._index
+
+
+def sample_demands(cdf: np.ndarray, budget: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """(..., S) demands drawn by the inverse CDF: for each uniform u the smallest b ≤ budget with F(b) ≥ u,
+    inf where F(budget) < u (the draw does not finish in time). ``cdf`` (..., H + 1), ``budget`` (...,),
+    ``uniforms`` (..., S) in (0, 1)."""
+    width = cdf.shape[-1]
+    budget = np.minimum(np.maximum(np.asarray(budget), 0), width - 1)
+    within = np.where(np.arange(width) <= budget[..., None], cdf, 2.0)  # only b ≤ budget are counted
+    below = (within[..., None, :] < uniforms[..., :, None] - 1e-12).sum(axis=-1)  # (..., S): b ≤ budget with F(b) < u
+    return np.where(below <= budget[..., None], below, np.inf).astype(np.float64)
+
+
+def plan_votes(demand: np.ndarray, budget: np.ndarray, candidates: np.ndarray, n_nodes: np.ndarray) -> np.ndarray:
+    """(B, K) share of the S draws whose plan serves each task now.
+
+    For each draw (``demand`` (B, K, S) node-steps, inf when it cannot finish), the plan admits the
+    candidates shortest sampled demand first (ties by deadline) while the admitted set stays schedulable on
+    ``n_nodes`` (B,) nodes (:func:`schedulable`), and serves its ``n_nodes`` admitted tasks of least laxity
+    (budget − demand) now.
+    """
+    B, K, S = demand.shape
+    flat = np.moveaxis(demand, 2, 1).reshape(B * S, K)  # row b * S + s
+    budgets = np.repeat(budget, S, axis=0).astype(np.float64)
+    nodes = np.repeat(np.asarray(n_nodes).reshape(B), S)
+    live = np.repeat(candidates, S, axis=0) & np.isfinite(flat) & (flat <= budgets)
+    ranking = np.lexsort((budgets, np.where(live, flat, np.inf), ~live), axis=1)
+    rows = np.arange(B * S)
+    admitted = np.zeros((B * S, K), bool)
+    for r in range(K):
+        slot = ranking[:, r]
+        trying = live[rows, slot]
+        if not trying.any():
+            break
+        trial = admitted.copy()
+        trial[rows[trying], slot[trying]] = True
+        ok = trying & schedulable(np.where(trial, flat, 0.0), budgets, trial, nodes)
+        admitted[rows[ok], slot[ok]] = True
+    order = np.lexsort((np.where(admitted, budgets, np.inf), ~admitted), axis=1)
+    served = np.zeros((B * S, K), bool)
+    for r in range(min(K, int(nodes.max(initial=0)))):
+        slot = order[:, r]
+        take = admitted[rows, slot] & (r < nodes)
+        served[rows[take], slot[take]] = True
+    return served.reshape(B, S, K).mean(axis=1)
+
+
+class CompletionPlanner(_PosteriorAllocator):
+    """Serve what the plans of posterior draws serve now (module docstring).
+
+    Args:
+        predictor: any Predictor.
+        samples: draws of every task's demand per step (common random numbers: fixed uniforms per draw).
+        explore: reports a task gets before its posterior is read (served first until then).
+        seed: seeds the draws' uniforms.
+    """
+
+    def __init__(self, predictor: Predictor, samples: int = 32, explore: int = 1, seed: int = 0) -> None:
+        super().__init__(predictor, explore)
+        self.samples = _check_count("samples", samples, 1)
+        self.seed = _check_count("seed", seed, 0)
+        self.reset(0, 0, 0)
+
+    def reset(self, batch_size: int, n_nodes: int, n_slots: int) -> None:
+        super().reset(batch_size, n_nodes, n_slots)
+        self._rng = np.random.default_rng(self.seed)
+        self._uniforms = None
+
+    def admit(self, estimates: Estimates, candidates: np.ndarray, index: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+        B, K = candidates.shape
+        if self._uniforms is None or self._uniforms.shape[:2] != (B, K):
+            # stratified levels per draw, shuffled per slot: the draws span every part of each posterior
+            levels = (np.arange(self.samples) + 0.5) / self.samples
+            self._uniforms = self._rng.permuted(np.broadcast_to(levels, (B, K, self.samples)), axis=2)
+        demand = sample_demands(estimates.cdf, estimates.budget, self._uniforms)
+        self._votes = plan_votes(demand, estimates.budget, candidates, capacity)
+        return candidates & (self._votes > 0)
+
+    def admitted_key(self, estimates: Estimates) -> np.ndarray:
+        """The tasks most draws serve now first, ties by deadline."""
+        return -self._votes + 1e-6 * estimates.budget
