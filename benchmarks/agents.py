@@ -230,7 +230,7 @@ def uses_fm(row: str) -> bool:
     if is_learned(row):
         from mara_agents.mat.ppo import VARIANTS
 
-        return VARIANTS[LEARNED_VARIANT[row]][0] == "fm"
+        return (VARIANTS[LEARNED_VARIANT[row]][0] or "").partition("-")[0] == "fm"
     return not is_external(row) and "fm" in re.split(r"[^a-z0-9_]+", row.lower())
 
 
@@ -240,7 +240,7 @@ def uses_pfn(row: str) -> bool:
     if is_learned(row):
         from mara_agents.mat.ppo import VARIANTS
 
-        return VARIANTS[LEARNED_VARIANT[row]][0] == "pfn"
+        return (VARIANTS[LEARNED_VARIANT[row]][0] or "").partition("-")[0] == "pfn"
     return not is_external(row) and "pfn" in re.split(r"[^a-z0-9_]+", row.lower())
 
 

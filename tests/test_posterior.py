@@ -15,7 +15,8 @@ from core_env import features
 from core_env.config import EnvConfig
 from core_env.sim import Simulator
 from mara_agents.allocators import ALLOCATORS, CompletionPlanner, Estimates, IndexAllocator, make_allocator
-from mara_agents.allocators.posterior import cdf_quantile, plan_votes, sample_demands, truncated_index
+from mara_agents.allocators.posterior import plan_votes
+from mara_agents.predictors.posterior import cdf_quantile, sample_demands, truncated_index
 from mara_agents.predictors import PREDICTORS, WLS, OraclePredictor
 from mara_agents.predictors.cache import PredictionCache, SlotTasks
 from mara_agents.protocols import REMAINING_DEMAND
@@ -191,3 +192,59 @@ def test_the_planner_is_deterministic_for_a_seed():
             sim.step(a)
         runs.append(np.stack(actions))
     np.testing.assert_array_equal(*runs)
+
+
+# ---------------------------------------------------------------------------------------------- the index as a feature
+def test_the_index_feature_is_the_truncated_index_of_each_slots_posterior_and_stays_in_the_space():
+    import warnings
+
+    from conftest import act, masked_random_actions, parallel_masks
+    from pettingzoo.test import parallel_api_test
+
+    from core_env import discrete_core_v1
+    from mara_agents.predictors.features import PredictorFeatures
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        parallel_api_test(PredictorFeatures(discrete_core_v1.parallel_env(), WLS(), index=True), num_cycles=100)
+    env = PredictorFeatures(discrete_core_v1.parallel_env(n_nodes=3, n_slots=6), WLS(), index=True)
+    plain = PredictorFeatures(discrete_core_v1.parallel_env(n_nodes=3, n_slots=6), WLS())
+    sim = env.unwrapped.episode.sim
+    rng = np.random.default_rng(4)
+    observations, _ = env.reset(seed=2)
+    plain_observations, _ = plain.reset(seed=2)
+    space, seen = env.observation_space("node_0"), 0
+    for _ in range(60):
+        extra = observations["node_0"]["observation"][-6 * 4:].reshape(6, 4)
+        np.testing.assert_array_equal(extra[:, :3], plain_observations["node_0"]["observation"][-6 * 3:].reshape(6, 3))
+        for k in np.flatnonzero(sim.active[0]):
+            cdf = WLS().demand_cdf([sim.reported_history(0, k)], [sim.target[0, k]])
+            expected = truncated_index(cdf, np.array([sim.deadline[0, k] - sim.t[0]]))[0]
+            assert extra[k, 3] == pytest.approx(expected, rel=1e-5, abs=1e-7)
+            seen += expected > 0
+        assert all(space.contains(o) for o in observations.values())
+        if not env.agents:
+            break
+        actions = masked_random_actions(rng, parallel_masks(observations))
+        observations, *_ = act(env, *actions)
+        plain_observations, *_ = act(plain, *actions)
+    assert seen > 10
+
+
+def test_a_mat_model_on_the_posterior_features_reads_four_per_slot_and_acts():
+    import torch
+
+    from benchmarks.rollout import run_agent
+    from core_env.workload import select_workload
+    from mara_agents.mat.agent import MATAgent
+    from mara_agents.mat.model import MATConfig, MATModel
+
+    config = MATConfig(predictor="pfn-post", d_model=16, n_heads=2, history=8)
+    plain = MATConfig(predictor="pfn", d_model=16, n_heads=2, history=8)
+    assert config.predictor_features == 4 and config.slot_inputs == plain.slot_inputs + 1
+    assert config.obs_dim(16) == plain.obs_dim(16) + 16
+    torch.manual_seed(0)
+    agent = MATAgent(MATModel(config), predictor=WLS())  # any predictor behind the features
+    env_config = EnvConfig(arrival_steps=40)
+    rates = run_agent(agent, [select_workload(env_config, np.random.default_rng(3), None)], env_config)["completion_rate"]
+    assert rates.shape == (1,) and 0.0 <= rates[0] <= 1.0

@@ -39,12 +39,11 @@ from core_env.config import EnvConfig
 from core_env.npz import write_atomic
 from mara_agents.checkpoint_files import read_verified, refuse_non_finite
 from mara_agents.mat.model import (
-    PREDICTOR_FEATURES,
     MATConfig,
     MATModel,
     observation_tokens,
 )
-from mara_agents.predictors.features import ObservedFeatures
+from mara_agents.predictors.features import ObservedFeatures, split_feature_set
 from mara_agents.protocols import Agent
 
 POLICY_FORMAT = "mara_agents.mat/1"
@@ -52,12 +51,13 @@ POLICY_FILE = "mat.pt"
 
 
 def make_predictor(name: str | None):
-    """The predictor behind a feature set (``"fm"``, ``"wls"``; None: no predictor features)."""
+    """The predictor behind a feature set (``"fm"``, ``"wls"``, ``"pfn"``, ``"pfn-post"``: PFN; None: no predictor features)."""
     if name is None:
         return None
     from mara_agents.predictors import PREDICTORS
+    from mara_agents.predictors.features import split_feature_set
 
-    return PREDICTORS[name]()
+    return PREDICTORS[split_feature_set(name)[0]]()
 
 
 def shipped_predictor_sha256(name: str) -> str | None:
@@ -65,7 +65,9 @@ def shipped_predictor_sha256(name: str) -> str | None:
     predictors without one (WLS and the other numpy predictors)."""
     import importlib
 
-    module = {"fm": "flow_matching", "pfn": "pfn"}.get(name)
+    from mara_agents.predictors.features import split_feature_set
+
+    module = {"fm": "flow_matching", "pfn": "pfn"}.get(split_feature_set(name)[0])
     if module is None:
         return None
     checkpoint = importlib.import_module(f"mara_agents.predictors.{module}").DEFAULT_CHECKPOINT
@@ -82,7 +84,9 @@ def check_shipped_predictor(what: str, name: str | None, manifest: Mapping[str, 
     Raises:
         ValueError: naming ``what`` (the checkpoint), both sha256 and the way out (``predictor=``).
     """
-    recorded = manifest.get(f"{name}_sha256") if name else None
+    from mara_agents.predictors.features import split_feature_set
+
+    recorded = manifest.get(f"{split_feature_set(name)[0]}_sha256") if name else None
     if recorded is not None and recorded != shipped_predictor_sha256(name):
         raise ValueError(f"{what} was trained on features of the {name} checkpoint with sha256 {recorded}, "
                          f"but the shipped {name} checkpoint has sha256 {shipped_predictor_sha256(name)}: its features would "
@@ -175,7 +179,8 @@ class MATAgent(Agent):
         self.predictor = predictor
         if self.config.predictor is not None and predictor is None:
             self.predictor = make_predictor(self.config.predictor)
-        self._features = None if self.predictor is None else ObservedFeatures(self.predictor)
+        index = bool(self.config.predictor) and split_feature_set(self.config.predictor)[1]
+        self._features = None if self.predictor is None else ObservedFeatures(self.predictor, index=index)
 
     @property
     def feature_seconds(self) -> float:
@@ -217,7 +222,7 @@ class MATAgent(Agent):
         expected = self.config.env_obs_dim(K)
         if D != expected:
             hint = (" (these observations already carry predictor features: pass the plain env observation, the agent adds them)"
-                    if D == expected + PREDICTOR_FEATURES * K else "")
+                    if D == expected + self.config.predictor_features * K else "")
             raise ValueError(f"observation length D={D} does not fit this MAT checkpoint: it reads env observations with history "
                              f"H={self.config.history}, i.e. D={expected} for K={K} slots{hint}")
         extra = None if self._features is None else self._features(observation, K)

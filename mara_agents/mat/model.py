@@ -55,7 +55,7 @@ from core_env.observation import parse_observation as parse_env_observation
 from mara_agents.functional import linear, norm
 
 #: Predictor feature sets a model can be trained on (None: env features only).
-PREDICTOR_CHOICES = ("fm", "wls", "pfn", None)
+PREDICTOR_CHOICES = ("fm", "wls", "pfn", "pfn-post", "fm-post", None)
 #: Predictor features per slot appended after the env observation.
 PREDICTOR_FEATURES = 3
 #: Inputs of a node token: node index, speed, idle last step, then the 3 global features.
@@ -95,9 +95,18 @@ class MATConfig:
             raise ValueError(f"MATConfig.d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
 
     @property
+    def predictor_features(self) -> int:
+        """Predictor features per slot: 3, 4 for a ``-post`` set (the index added), 0 without a predictor."""
+        if not self.predictor:
+            return 0
+        from mara_agents.predictors.features import feature_width, split_feature_set
+
+        return feature_width(split_feature_set(self.predictor)[1])
+
+    @property
     def slot_inputs(self) -> int:
-        """Features of one slot token: the env's F plus the predictor's 3 when present."""
-        return features.slot_width(self.history) + (PREDICTOR_FEATURES if self.predictor else 0)
+        """Features of one slot token: the env's F plus the predictor's 3 (or 4) when present."""
+        return features.slot_width(self.history) + self.predictor_features
 
     def env_obs_dim(self, n_slots: int) -> int:
         """D of the plain env observation with K = ``n_slots`` (no predictor features)."""
@@ -105,7 +114,7 @@ class MATConfig:
 
     def obs_dim(self, n_slots: int) -> int:
         """D of the observation this model reads (env observation plus predictor features, if any)."""
-        return self.env_obs_dim(n_slots) + (PREDICTOR_FEATURES * n_slots if self.predictor else 0)
+        return self.env_obs_dim(n_slots) + self.predictor_features * n_slots
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -145,12 +154,13 @@ def observation_tokens(observation: np.ndarray | torch.Tensor, n_slots: int, con
         what = f"{config.predictor!r} predictor features" if config.predictor and predictions is None else "no predictor features"
         raise ValueError(f"observation length D={D} does not fit this MAT model's layout: K={n_slots} slots, history "
                          f"H={config.history}, {what} -> D={expected}")
-    if predictions is not None and (not config.predictor or np.shape(predictions) != (B, PREDICTOR_FEATURES * n_slots)):
-        raise ValueError(f"predictions must be (B, 3K) = {(B, PREDICTOR_FEATURES * n_slots)} features for a model that reads them "
+    width = config.predictor_features
+    if predictions is not None and (not config.predictor or np.shape(predictions) != (B, width * n_slots)):
+        raise ValueError(f"predictions must be (B, {width}K) = {(B, width * n_slots)} features for a model that reads them "
                          f"(this one reads {config.predictor!r}), got {np.shape(predictions)}")
     parsed = parse_env_observation(obs, n_slots, config.history)
     if config.predictor:
-        extra = parsed.extra if predictions is None else np.asarray(predictions, dtype=np.float32).reshape(B, n_slots, PREDICTOR_FEATURES)
+        extra = parsed.extra if predictions is None else np.asarray(predictions, dtype=np.float32).reshape(B, n_slots, width)
         table = np.concatenate([parsed.slots, extra], axis=2)
     else:
         table = parsed.slots.copy()  # tokens never share memory with the caller's observation

@@ -10,7 +10,8 @@ left out, it is the benchmark's (N = 4, K = 16, the train load on ``id``).
 
 Variants (:data:`VARIANTS`): ``mara`` (flow-matching predictor features, shaped reward), ``mara-wls``
 (WLS features, shaped), ``mara-sparse`` (FM features, sparse reward), ``mat`` (no predictor features,
-shaped), ``mara-pfn`` (PFN predictor features, shaped; issue 27). Rerunning the same command resumes from ``OUT/train_state.pt``.
+shaped), ``mara-pfn`` (PFN predictor features, shaped; issue 27), ``mara-post`` / ``mara-post-sparse`` (PFN
+features plus each slot's truncated Gittins index, shaped / sparse; issue 48). Rerunning the same command resumes from ``OUT/train_state.pt``.
 
 One iteration:
 
@@ -73,7 +74,7 @@ from mara_agents.mat.model import MATConfig, MATModel, Tokens, observation_token
 from mara_agents.mat.ppo_config import ENV_FLAGS, LIMITS, VARIANTS, PPOConfig, parse_args, parse_command  # noqa: F401  (the trainer's arguments)
 from mara_agents.mat.train_state import (ADDED_ENV_FIELDS, METRICS_FILE, STATE_FILE, STATE_FORMAT, env_summary,  # noqa: F401
                                          identity, provenance, read_state, saved_env, write_state)
-from mara_agents.predictors.features import predictor_observation
+from mara_agents.predictors.features import predictor_observation, split_feature_set
 
 #: Seed of the fixed evaluation workloads (training curves), the same for every training seed.
 EVAL_SEED = 20260901
@@ -97,15 +98,16 @@ def training_workloads(config: EnvConfig) -> WorkloadFn:
 # Environments
 
 
-def training_envs(config: EnvConfig, batch: int, predictor=None) -> DiscreteCoREVectorEnv:
+def training_envs(config: EnvConfig, batch: int, predictor=None, index: bool = False) -> DiscreteCoREVectorEnv:
     """``batch`` environments of the vector env (autoreset disabled: an ended episode is frozen until the
     trainer resets them all); with a predictor, a :class:`SlotPredictions` observes them and
-    :func:`predictor_observation` appends its features to what the model sees."""
+    :func:`predictor_observation` appends its features to what the model sees (with ``index``, the truncated
+    Gittins index as a 4th per slot)."""
     from mara_agents.predictors.features import SlotPredictions
 
     envs = DiscreteCoREVectorEnv(batch, autoreset_mode="disabled", config=config)
     if predictor is not None:
-        SlotPredictions(predictor).attach(envs.batch)
+        SlotPredictions(predictor, index=index).attach(envs.batch)
     return envs
 
 
@@ -200,6 +202,7 @@ class Trainer:
         self.baselines: dict[str, float] = {}
         self.stop_requested = False
         self._predictor = make_predictor(cfg.predictor)
+        self._index = bool(cfg.predictor) and split_feature_set(cfg.predictor)[1]  # a -post feature set
         self._eval_workloads = [self.workload_fn(np.random.default_rng([EVAL_SEED, i])) for i in range(cfg.eval_episodes)]
         self._recent_completion: list[float] = []
 
@@ -248,7 +251,7 @@ class Trainer:
 
         cfg = self.cfg
         size = cfg.num_envs // cfg.env_groups
-        self.groups = [training_envs(self.env_config, size, self._predictor) for _ in range(cfg.env_groups)]
+        self.groups = [training_envs(self.env_config, size, self._predictor, self._index) for _ in range(cfg.env_groups)]
         if self._predictor is not None and len(self.groups) > 1:
             from mara_agents.predictors.features import predict_together
 
@@ -391,7 +394,7 @@ class Trainer:
     # ------------------------------------------------------------------ evaluation
     def evaluate(self) -> float:
         """Mean completion rate of the deterministic policy on the fixed evaluation workloads."""
-        envs = training_envs(self.env_config, len(self._eval_workloads), self._predictor)
+        envs = training_envs(self.env_config, len(self._eval_workloads), self._predictor, self._index)
         stats = play(self.model, self.model_config, envs, self._eval_workloads)
         return float(stats["completion_rate"].mean())
 
@@ -418,7 +421,7 @@ class Trainer:
         else:
             rng = np.random.default_rng([self.cfg.seed, 2])
             workloads = [self.workload_fn(rng) for _ in range(self.cfg.demo_episodes)]
-            envs = training_envs(self.env_config, len(workloads), self._predictor)
+            envs = training_envs(self.env_config, len(workloads), self._predictor, self._index)
             parse = lambda obs: observation_tokens(obs, self.env_config.n_slots, self.model_config)  # noqa: E731
             self.demos = imitation.collect_demonstrations(self._teacher(), envs, workloads, parse)
             self.demos.save(path)

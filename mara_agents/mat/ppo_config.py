@@ -20,6 +20,8 @@ VARIANTS: dict[str, tuple[str | None, str]] = {
     "mara-sparse": ("fm", "sparse"),
     "mat": (None, "shaped"),
     "mara-pfn": ("pfn", "shaped"),
+    "mara-post": ("pfn-post", "shaped"),  # PFN features plus each slot's truncated Gittins index (issue 48)
+    "mara-post-sparse": ("pfn-post", "sparse"),
 }
 
 

@@ -57,11 +57,14 @@ def provenance(config: EnvConfig, cfg: PPOConfig) -> dict[str, Any]:
             continue
     out = {"env_version": DiscreteCoREParallelEnv.metadata["name"], "data_split": f"seeded workloads on the {config.task_set_name!r} train curves",
            "train_bank_fingerprint": config.bank("train").fingerprint, "evaluation_suites_sha256": suites}
-    if cfg.predictor == "fm":
+    from mara_agents.predictors.features import split_feature_set
+
+    base = split_feature_set(cfg.predictor)[0] if cfg.predictor else None
+    if base == "fm":
         from mara_agents.predictors.flow_matching import DEFAULT_CHECKPOINT
 
         out["fm_sha256"] = json.loads(Path(DEFAULT_CHECKPOINT).with_suffix(".json").read_text())["sha256"]
-    if cfg.predictor == "pfn":
+    if base == "pfn":
         from mara_agents.predictors.pfn import DEFAULT_CHECKPOINT as PFN_CHECKPOINT
 
         out["pfn_sha256"] = json.loads(Path(PFN_CHECKPOINT).with_suffix(".json").read_text())["sha256"]

@@ -103,6 +103,11 @@ class PredictionCache:
         return self._p[self._slot_index + (self._budget,)] * self._active
 
     @property
+    def budget(self) -> np.ndarray:
+        """(B, K) int64 each slot's budget at the last update, capped at the horizon."""
+        return self._budget
+
+    @property
     def cdf(self) -> np.ndarray:
         """(B, K, H + 1) each task's posterior, P(demand ≤ b) for b = 0 … H node-steps, valid for every b up
         to its current budget (columns beyond the budget it had when last predicted are 0); 0 for empty slots.

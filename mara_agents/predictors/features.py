@@ -1,13 +1,15 @@
 """Predictor outputs as observation features: PettingZoo, Gymnasium and the batched simulator.
 
 Each view appends K × 3 floats to the env's observation, slot by slot (slot 0's three first), named by
-:data:`PREDICTOR_FEATURE_NAMES`:
+:data:`PREDICTOR_FEATURE_NAMES` (K × 4 with ``index=True``, the ``-post`` feature sets of MARA on the posterior):
 
 * ``predicted_demand``: min(median remaining demand, cap) / TIME_SCALE (a censored median reads as
   the cap);
 * ``demand_spread``: (min(q75, cap) − min(q25, cap)) / TIME_SCALE, the interquartile range of the
   capped demand (0 for point-mass predictors);
-* ``p_within_budget``: the probability that the demand fits the task's steps to deadline.
+* ``p_within_budget``: the probability that the demand fits the task's steps to deadline;
+* with ``index=True``, ``index``: the truncated Gittins index of the task's posterior within its budget,
+  max_b P(demand ≤ b) / E[min(demand, b)] (:func:`mara_agents.predictors.posterior.truncated_index`), in [0, 1].
 
 Demands are in nominal node-steps (see :mod:`mara_agents.protocols`), scaled like the env's other step
 counts (TIME_SCALE = 100); ``cap`` defaults to the predictor's horizon. An empty slot's features are 0;
@@ -41,6 +43,7 @@ from core_env.sim import Simulator, StepOutcome
 from core_env.vector import DiscreteCoREVectorEnv, EnvBatch
 from core_env.wrappers import canonical_space, ObservationWrapper
 from mara_agents.predictors.cache import PredictionCache, SlotTasks, update_together
+from mara_agents.predictors.posterior import truncated_index
 from mara_agents.protocols import DemandSummary, Predictor
 
 __all__ = ["append_to_nodes", "cache_features", "ObservedFeatures", "predict_together", "observed_features", "DEMAND_SPREAD", "PREDICTED_DEMAND", "PREDICTOR_FEATURE_NAMES", "P_WITHIN_BUDGET", "GymPredictorFeatures", "PredictorFeatures",
@@ -50,6 +53,18 @@ __all__ = ["append_to_nodes", "cache_features", "ObservedFeatures", "predict_tog
 PREDICTOR_FEATURE_NAMES = ("predicted_demand", "demand_spread", "p_within_budget")
 #: Their positions within a slot's three features.
 PREDICTED_DEMAND, DEMAND_SPREAD, P_WITHIN_BUDGET = range(len(PREDICTOR_FEATURE_NAMES))
+#: A feature set named ``<predictor>-post`` (e.g. ``pfn-post``) adds the truncated Gittins index as a 4th feature.
+POSTERIOR_SUFFIX = "-post"
+
+
+def split_feature_set(name: str) -> tuple[str, bool]:
+    """(predictor name, whether the index feature is added) of a feature set name (``"pfn-post"`` → ``("pfn", True)``)."""
+    return (name[: -len(POSTERIOR_SUFFIX)], True) if name.endswith(POSTERIOR_SUFFIX) else (name, False)
+
+
+def feature_width(index: bool) -> int:
+    """Predictor features per slot: 3, or 4 with the index."""
+    return len(PREDICTOR_FEATURE_NAMES) + bool(index)
 
 
 def summary_features(summary: DemandSummary, cap: float) -> np.ndarray:
@@ -76,15 +91,17 @@ class SlotPredictions:
     Args:
         predictor: any :class:`Predictor`; oracle predictors get ``sim.remaining_demand()``.
         cap: node-steps at which demand features saturate (default: the predictor's horizon).
+        index: add the truncated Gittins index as a 4th feature per slot.
 
     Attributes:
         cache: the :class:`PredictionCache` (its ``recomputed`` and ``last_recomputed`` count the tasks
             predicted since construction and by the last call).
     """
 
-    def __init__(self, predictor: Predictor, cap: float | None = None) -> None:
+    def __init__(self, predictor: Predictor, cap: float | None = None, index: bool = False) -> None:
         if not isinstance(predictor, Predictor):
             raise TypeError(f"SlotPredictions needs a Predictor, got {type(predictor).__name__}")
+        self.index = bool(index)
         cap = float(predictor.horizon if cap is None else cap)
         if not (np.isfinite(cap) and cap > 0):
             raise ValueError(f"cap must be a positive number of node-steps, got {cap!r}")
@@ -105,9 +122,8 @@ class SlotPredictions:
 
     @property
     def high(self) -> np.ndarray:
-        """(3,) float32 upper bounds of the three features (lower bounds are 0)."""
-        demand = self.cap / features.TIME_SCALE
-        return np.array([demand, demand, 1.0], np.float32)
+        """(3,) float32 upper bounds of the three features, (4,) with the index (lower bounds are 0)."""
+        return feature_high(self.cap, self.index).astype(np.float32)
 
     def reset(self) -> None:
         """Forget every cached prediction (done automatically when the simulator starts new episodes)."""
@@ -139,7 +155,7 @@ class SlotPredictions:
             update_together([member._update_of(member._batch.sim) for member in stale])
             for member in stale:
                 member._stale = False
-        return observed_features(cache_features(self.cache, batch.sim.active, self.cap), self.cap)
+        return observed_features(cache_features(self.cache, batch.sim.active, self.cap, self.index), self.cap)
 
     def _update_of(self, sim: Simulator) -> tuple[PredictionCache, SlotTasks, np.ndarray | None]:
         if self._workloads is not sim.workloads:  # new episodes: a new workload list
@@ -149,7 +165,7 @@ class SlotPredictions:
 
     def __call__(self, sim: Simulator) -> np.ndarray:
         update_together([self._update_of(sim)])
-        return cache_features(self.cache, sim.active, self.cap)
+        return cache_features(self.cache, sim.active, self.cap, self.index)
 
     def observed(self, sim: Simulator) -> np.ndarray:
         """(B, 3K) float32 the features as observed: clipped into the observation space's bounds."""
@@ -173,17 +189,27 @@ def predict_together(batches: list[EnvBatch]) -> None:
         member._group = members
 
 
-def cache_features(cache: PredictionCache, active: np.ndarray, cap: float) -> np.ndarray:
-    """(B, K, 3) float64 the features of a :class:`PredictionCache`'s current predictions (0 for empty slots)."""
+def cache_features(cache: PredictionCache, active: np.ndarray, cap: float, index: bool = False) -> np.ndarray:
+    """(B, K, 3) float64 the features of a :class:`PredictionCache`'s current predictions (0 for empty slots);
+    (B, K, 4) with the truncated Gittins index."""
     demand = _demand_features(cache.median, cache.q25, cache.q75, cap)
-    out = np.concatenate([demand, cache.p_within_budget[..., None]], axis=-1)
+    columns = [demand, cache.p_within_budget[..., None]]
+    if index:
+        columns.append(truncated_index(cache.cdf, cache.budget)[..., None])
+    out = np.concatenate(columns, axis=-1)
     out *= active[..., None]
     return out
 
 
+def feature_high(cap: float, index: bool = False) -> np.ndarray:
+    """(3,) or (4,) float64 upper bounds of the features (lower bounds are 0)."""
+    demand = cap / features.TIME_SCALE
+    return np.array([demand, demand, 1.0, 1.0][: feature_width(index)])
+
+
 def observed_features(values: np.ndarray, cap: float) -> np.ndarray:
-    """(B, 3K) float32: (B, K, 3) features clipped into the observation space's bounds, flattened per env."""
-    high = np.array([cap / features.TIME_SCALE, cap / features.TIME_SCALE, 1.0])
+    """(B, width·K) float32: (B, K, width) features clipped into the observation space's bounds, flattened per env."""
+    high = feature_high(cap, values.shape[-1] > len(PREDICTOR_FEATURE_NAMES))
     # float32 rounding is monotonic, so values clipped in float64 stay within the float32 bounds.
     return np.minimum(np.maximum(values, 0.0), high).astype(np.float32).reshape(values.shape[0], -1)  # np.clip: slower
 
@@ -200,8 +226,8 @@ class ObservedFeatures:
         seconds: wall seconds spent rebuilding features (benchmarks split decision time with it).
     """
 
-    def __init__(self, predictor: Predictor) -> None:
-        self.predictor = predictor
+    def __init__(self, predictor: Predictor, index: bool = False) -> None:
+        self.predictor, self.index = predictor, bool(index)
         self._observed = self._cache = None
         self.seconds = 0.0
 
@@ -220,7 +246,7 @@ class ObservedFeatures:
         tasks = self._observed.slot_tasks()
         self._cache.update(tasks)
         cap = float(self.predictor.horizon)
-        out = observed_features(cache_features(self._cache, tasks.active, cap), cap)
+        out = observed_features(cache_features(self._cache, tasks.active, cap, self.index), cap)
         self.seconds += time.perf_counter() - started
         return out
 
@@ -253,8 +279,8 @@ def predictor_observation(envs: DiscreteCoREVectorEnv, obs: Mapping[str, np.ndar
 
 
 def _extended_box(box: spaces.Box, high: np.ndarray, n_slots: int) -> spaces.Box:
-    """``box`` with K × 3 predictor features appended along its last axis."""
-    extra_high = np.broadcast_to(np.tile(high, n_slots), box.shape[:-1] + (3 * n_slots,))
+    """``box`` with K × len(high) predictor features appended along its last axis."""
+    extra_high = np.broadcast_to(np.tile(high, n_slots), box.shape[:-1] + (high.size * n_slots,))
     low = np.concatenate([box.low, np.zeros_like(extra_high)], axis=-1)
     return spaces.Box(low, np.concatenate([box.high, extra_high], axis=-1), dtype=np.float32)
 
@@ -269,11 +295,12 @@ class PredictorFeatures(ObservationWrapper):
         env: a core_env PettingZoo ParallelEnv (possibly wrapped).
         predictor: any :class:`Predictor` (an oracle one gives oracle-only features).
         cap: node-steps at which demand features saturate (default: the predictor's horizon).
+        index: add the truncated Gittins index as a 4th feature per slot.
     """
 
-    def __init__(self, env: ParallelEnv, predictor: Predictor, cap: float | None = None) -> None:
+    def __init__(self, env: ParallelEnv, predictor: Predictor, cap: float | None = None, index: bool = False) -> None:
         super().__init__(env)
-        self.predictions = SlotPredictions(predictor, cap)
+        self.predictions = SlotPredictions(predictor, cap, index)
         self._n_slots = env.unwrapped.config.n_slots
         self.state_space = _extended_box(env.state_space, self.predictions.high, self._n_slots)
 
@@ -305,12 +332,12 @@ class GymPredictorFeatures(gym.ObservationWrapper):
 
     Args:
         env: a core_env Gymnasium env (``gym.make("core_env/DiscreteCoRE-v1")``), possibly wrapped.
-        predictor, cap: as for :class:`PredictorFeatures`.
+        predictor, cap, index: as for :class:`PredictorFeatures`.
     """
 
-    def __init__(self, env: gym.Env, predictor: Predictor, cap: float | None = None) -> None:
+    def __init__(self, env: gym.Env, predictor: Predictor, cap: float | None = None, index: bool = False) -> None:
         super().__init__(env)
-        self.predictions = SlotPredictions(predictor, cap)
+        self.predictions = SlotPredictions(predictor, cap, index)
         space = env.observation_space
         if not (isinstance(space, spaces.Dict) and "observation" in space.spaces):
             raise TypeError(f"GymPredictorFeatures needs Dict observations with an 'observation' entry, got {space}")
