@@ -14,6 +14,7 @@ SUITES = {
     "leakage": ("benchmarks.leakage", "leak audit: does the deadline window give the hidden demand away? (window-EDF vs EDF vs oracle, MILP)"),
     "calibration": ("benchmarks.calibration", "FIFO, EDF, clairvoyant, the slot-relaxed MILP and the feasibility relaxation per task set and load"),
     "perf": ("benchmarks.perf", "env-steps/s of the PettingZoo, Gymnasium and batched views vs a minimal ParallelEnv"),
+    "budget": ("benchmarks.budget", "does learning help? MARA on the posterior at growing PPO budgets against its teacher (id/train)"),
     "prediction": ("benchmarks.prediction", "Table 1: remaining-demand prediction error per task set and predictor"),
     "paper": ("benchmarks.report:paper", "Table 2: completion of every agent per task set at the training load and heavier loads"),
     "stress": ("benchmarks.report:stress", "Table 3: the stress scenario (FIFO = EDF = 0; ceiling 65%)"),

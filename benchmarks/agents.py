@@ -43,16 +43,18 @@ from mara_agents.protocols import Agent
 
 #: Rows of the quick suite, in table order (learned rows: training seed 0).
 QUICK_ROWS = ("random", "fifo", "edf", "window-edf", "target-edf", "prior-edf", "las", "edf-admission", "llf", "slaq", "laira", "lara", "lara-fm",
-              "edf-admission:fm,min_reports=5", "lara:pfn", "edf-admission:pfn,min_reports=1", "mara-wls", "mara", "mara-pfn",
+              "edf-admission:fm,min_reports=5", "lara:pfn", "edf-admission:pfn,min_reports=1", "index:pfn,deadline_pct=0,explore=2",
+              "plan:pfn,samples=16,explore=2", "mara-wls", "mara", "mara-pfn",
               "edf-admission:oracle", "llf:oracle", "laira:oracle", "lara:oracle", "clairvoyant")
 
 
 #: Learned rows (the MAT variants) and the training seeds whose checkpoints ship.
-LEARNED = ("mara", "mara-wls", "mara-sparse", "mat", "mara-pure", "mara-sparse-pure", "mara-pfn")
+LEARNED = ("mara", "mara-wls", "mara-sparse", "mat", "mara-pure", "mara-sparse-pure", "mara-pfn", "mara-post", "mara-post-pure")
 #: A learned row's trainer variant (mara_agents.mat.ppo.VARIANTS); ``-pure`` rows are the same variants
 #: trained by PPO alone, with no teacher warm start (their manifests record ``teacher: null``).
 LEARNED_VARIANT = {"mara": "mara", "mara-wls": "mara-wls", "mara-sparse": "mara-sparse", "mat": "mat",
-                   "mara-pure": "mara", "mara-sparse-pure": "mara-sparse", "mara-pfn": "mara-pfn"}
+                   "mara-pure": "mara", "mara-sparse-pure": "mara-sparse", "mara-pfn": "mara-pfn",
+                   "mara-post": "mara-post", "mara-post-pure": "mara-post"}
 LEARNED_SEEDS = (0, 1, 2)
 CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "mara_agents" / "checkpoints" / "mat"
 

@@ -48,11 +48,15 @@ TEACHER = "edf-admission:fm,min_reports=5"
 #: ``python -m benchmarks.tuning --predictor pfn``), the teacher of ``mara-pfn``.
 PFN_TEACHER = "edf-admission:pfn,min_reports=1"
 PAPER_ROWS = ("fifo", "edf", "window-edf", "target-edf", "prior-edf", "edf-admission", TEACHER, PFN_TEACHER, "llf", "slaq", "las", "lara", "lara-fm",
-              "lara:pfn", "laira", "laira:pfn", "ppo-tianshou", "ppo-tianshou-fm", "ppo-sb3", "ppo-torchrl", "ppo-rllib", "mappo-benchmarl", "mat", "mara-wls", "mara-sparse", "mara", "mara-pfn", "clairvoyant", MILP_SLOTS, MILP)
+              "lara:pfn", "laira", "laira:pfn", "ppo-tianshou", "ppo-tianshou-fm", "ppo-sb3", "ppo-torchrl", "ppo-rllib", "mappo-benchmarl", "mat", "mara-wls", "mara-sparse", "mara", "mara-pfn",
+              # issue 48: the posterior allocators (settings chosen on train workloads) and MARA on the posterior
+              "index:fm+pfn,deadline_pct=0,explore=2", "plan:fm+pfn,samples=64,explore=3", "index:pfn,deadline_pct=0,explore=2",
+              "plan:pfn,samples=16,explore=2", "index:fm,deadline_pct=0,explore=3", "plan:fm,samples=64,explore=3", "mara-post", "mara-post-pure",
+              "index:oracle,deadline_pct=50,explore=0", "plan:oracle,samples=16,explore=0", "clairvoyant", MILP_SLOTS, MILP)
 #: Leak probes (no loss values seen): a curve-aware row's own margin is the one beyond the better probe.
 PROBES = ("window-edf", "target-edf", "prior-edf")
 #: Curve-aware fixed rows paired with the best probe (learned and third-party rows are too).
-CURVE_AWARE = ("lara", "lara-fm", TEACHER, "lara:pfn", "laira:pfn", PFN_TEACHER)
+CURVE_AWARE = ("lara", "lara-fm", TEACHER, "lara:pfn", "laira:pfn", PFN_TEACHER, "index:fm+pfn,deadline_pct=0,explore=2", "index:pfn,deadline_pct=0,explore=2")
 #: Rows that read no loss value at all (the probes included): every other row that neither knows the demand
 #: nor is the ceiling reads the curves (its margin over the best probe is what curve reading adds).
 CURVE_FREE = ("random", "fifo", "edf", "las", *PROBES)
@@ -68,12 +72,27 @@ DIFFERENCES = (("mara", "lara"), ("mara", "lara-fm"), ("mara", TEACHER), ("mara"
                ("mara-pfn", "mara"), ("mara-pfn", PFN_TEACHER),
                ("ppo-tianshou", "edf"), ("ppo-tianshou-fm", "edf"), ("ppo-tianshou-fm", "ppo-tianshou"),  # third-party PPO vs EDF (issue 30)
                ("ppo-sb3", "edf"), ("ppo-torchrl", "edf"), ("ppo-rllib", "edf"), ("mappo-benchmarl", "edf"),  # five libraries, one per-slot network
-               ("ppo-sb3", "ppo-tianshou"), ("ppo-torchrl", "ppo-tianshou"), ("ppo-rllib", "ppo-tianshou"), ("mappo-benchmarl", "ppo-tianshou"))
+               ("ppo-sb3", "ppo-tianshou"), ("ppo-torchrl", "ppo-tianshou"), ("ppo-rllib", "ppo-tianshou"), ("mappo-benchmarl", "ppo-tianshou"),
+               # issue 48: the index rule against the best realizable row before it, the same predictor's median rule, and LARA-FM;
+               # MARA on the posterior against its teacher (the plain index rule on PFN), its teacher-free run and MARA-PFN
+               ("index:fm+pfn,deadline_pct=0,explore=2", "ppo-tianshou-fm"), ("index:fm+pfn,deadline_pct=0,explore=2", "lara-fm"),
+               ("index:pfn,deadline_pct=0,explore=2", PFN_TEACHER), ("index:fm,deadline_pct=0,explore=3", TEACHER),
+               ("mara-post", "index:pfn,deadline_pct=0,explore=2"), ("mara-post", "mara-post-pure"), ("mara-post", "mara-pfn"))
 #: Rows built on the PFN predictor (issue 27) and their completion targets: (reference row, scenario, least
 #: mean difference in points, whether the 95% CI must lie above 0). "Not below the FM rule on id" is read
 #: strictly: a mean difference of at least 0.
 PFN_ROWS = (PFN_TEACHER, "lara:pfn", "laira:pfn", "mara-pfn")
 PFN_TARGETS = ((TEACHER, "average/train", 3.0, True), ("lara-fm", "vit_ood/train", 3.0, False), (TEACHER, "id/train", 0.0, False))
+#: The allocators that decide on the whole posterior (issue 48), each on the settings chosen on train workloads
+#: (docs/results/tuning/index-*.json, plan-*.json, oracle-posterior.json), and MARA on the posterior.
+POST_TEACHER = "index:pfn,deadline_pct=0,explore=2"
+POSTERIOR_ROWS = ("index:fm+pfn,deadline_pct=0,explore=2", "plan:fm+pfn,samples=64,explore=3", POST_TEACHER, "plan:pfn,samples=16,explore=2",
+                  "index:fm,deadline_pct=0,explore=3", "plan:fm,samples=64,explore=3", "mara-post", "mara-post-pure")
+POSTERIOR_ORACLE_ROWS = ("index:oracle,deadline_pct=50,explore=0", "plan:oracle,samples=16,explore=0")
+#: Issue 48's completion targets of the posterior rows: against the best realizable row before them
+#: (ppo-tianshou-fm): ≥ +3 averaged with the CI above 0, and not below it on any task set or heavier load.
+POSTERIOR_TARGETS = (("ppo-tianshou-fm", "average/train", 3.0, True), *(("ppo-tianshou-fm", f"{t}/train", 0.0, False) for t in TASK_SETS),
+                     *(("ppo-tianshou-fm", f"average/{load}", 0.0, False) for load in HEAVY_LOADS))
 #: Learned rows' training seeds on the heavier loads and the scale scenarios (a compute budget: the
 #: flow-matching features cost most where many tasks run; the training load uses all three seeds).
 HEAVY_SEEDS = (0,)
@@ -281,16 +300,16 @@ def summarize(spec: SuiteSpec, results: Sequence[dict[str, Any]], rows: Sequence
     return {"table": table, "bound": bound, "gap_closed": gap_closed(values, rows, columns),
             "gap_closed_bound": gap_closed(values, rows, columns, MILP), "diagnostics": diagnostics,
             "differences": differences(columns, values, rows, table, compare), "probe_margins": probe_margins(table, columns),
-            "pfn_targets": pfn_targets(values, rows)}
+            "pfn_targets": pfn_targets(values, rows), "posterior_targets": row_targets(values, rows, POSTERIOR_ROWS, POSTERIOR_TARGETS)}
 
 
-def pfn_targets(values, rows: Sequence[str]) -> list[dict[str, Any]]:
-    """Each PFN row against each of :data:`PFN_TARGETS` where both rows ran: the paired difference by root
-    and whether the target is met. Every PFN row is listed: picking the best one on these roots would
-    favour it, so the page shows them all."""
+def row_targets(values, rows: Sequence[str], target_rows: Sequence[str], targets) -> list[dict[str, Any]]:
+    """Each of ``target_rows`` against each of ``targets`` ((reference, scenario, least mean difference, CI
+    above 0)) where both rows ran: the paired difference by root and whether the target is met. Every row
+    is listed: picking the best one on these roots would favour it, so the page shows them all."""
     out = []
-    for row in PFN_ROWS:
-        for reference, column, least, above_zero in PFN_TARGETS:
+    for row in target_rows:
+        for reference, column, least, above_zero in targets:
             if row in rows and reference in rows:
                 a, b = paired_by_root(values, row, reference, column)
                 if a.size >= 2:
@@ -298,6 +317,11 @@ def pfn_targets(values, rows: Sequence[str]) -> list[dict[str, Any]]:
                     out.append({"row": row, "reference": reference, "scenario": column, "least": least, "ci_above_zero": above_zero, **d,
                                 "met": bool(d["mean"] >= least and (not above_zero or d["ci_low"] > 0))})
     return out
+
+
+def pfn_targets(values, rows: Sequence[str]) -> list[dict[str, Any]]:
+    """:func:`row_targets` of :data:`PFN_ROWS` (issue 27)."""
+    return row_targets(values, rows, PFN_ROWS, PFN_TARGETS)
 
 
 def probe_margins(table: dict[str, dict[str, dict[str, Any]]], columns: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -152,14 +152,14 @@ def row_label(row: str) -> str:
     return f"{row} (third-party)" if is_external(row) else row
 
 
-def pfn_targets_table(payload: dict[str, Any]) -> str:
-    """The ``pfn_targets`` of a suite's payload (:func:`benchmarks.paper.pfn_targets`) as Markdown."""
+def pfn_targets_table(payload: dict[str, Any], key: str = "pfn_targets") -> str:
+    """The ``pfn_targets`` (or another ``key``'s targets) of a suite's payload (:func:`benchmarks.paper.row_targets`) as Markdown."""
     def target(t: dict[str, Any]) -> str:
         return f"≥ {t['least']:+.0f}" + (", CI above 0" if t["ci_above_zero"] else "")
 
     return markdown_table(("row − reference", "scenario", "mean", "95% CI", "p", "target", "met"),
                           [(f"{t['row']} − {t['reference']}", t["scenario"], f"{t['mean']:+.1f}", f"[{t['ci_low']:+.1f}, {t['ci_high']:+.1f}]",
-                            f"{t['p_value']:.4f}", target(t), "met" if t["met"] else "MISSED") for t in payload["pfn_targets"]])
+                            f"{t['p_value']:.4f}", target(t), "met" if t["met"] else "MISSED") for t in payload[key]])
 
 
 def tables(payload: dict[str, Any]) -> str:
@@ -221,6 +221,9 @@ def tables(payload: dict[str, Any]) -> str:
     if payload.get("pfn_targets"):
         text += ["", "Completion targets of the rows built on the PFN predictor (issue 27; paired by root, t-based 95% CI):", "",
                  pfn_targets_table(payload)]
+    if payload.get("posterior_targets"):
+        text += ["", "Completion targets of the rows that decide on the whole posterior (issue 48; every such row is listed, not the "
+                 "best one picked on these roots; paired by root, t-based 95% CI):", "", pfn_targets_table(payload, "posterior_targets")]
     if payload["differences"]:
         text += ["", "Paired differences by evaluation root (percentage points; seeds averaged within a root; t-based 95% CI over roots; "
                  "exact sign-flip p; ★ = against the best row that neither learns nor knows the demand; ◆ = against the better leak probe):", "",

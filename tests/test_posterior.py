@@ -248,3 +248,24 @@ def test_a_mat_model_on_the_posterior_features_reads_four_per_slot_and_acts():
     env_config = EnvConfig(arrival_steps=40)
     rates = run_agent(agent, [select_workload(env_config, np.random.default_rng(3), None)], env_config)["completion_rate"]
     assert rates.shape == (1,) and 0.0 <= rates[0] <= 1.0
+
+
+# ---------------------------------------------------------------------------------------------- the mixture
+def test_a_mixture_is_the_average_of_its_components_posteriors():
+    from mara_agents.predictors import DKF, LastSlope
+    from mara_agents.predictors.mixture import MixturePredictor
+
+    histories, short = noisy_histories(8), LastSlope(horizon=100)
+    targets = np.full(len(histories), 0.2)
+    mixture = MixturePredictor([WLS(), short])
+    assert mixture.horizon == 256 and not mixture.uses_window
+    wls, slope = WLS().demand_cdf(histories, targets), short.demand_cdf(histories, targets)
+    slope = np.concatenate([slope, np.repeat(slope[:, -1:], 156, axis=1)], axis=1)  # beyond its horizon: no more mass
+    np.testing.assert_allclose(mixture.demand_cdf(histories, targets), (wls + slope) / 2)
+    summary = mixture.predict(histories, targets, np.full(len(histories), 30))
+    np.testing.assert_array_equal(summary.p_within_budget >= 0.5, summary.median <= 30)
+    with pytest.raises(TypeError, match="two or more"):
+        MixturePredictor([WLS()])
+    with pytest.raises(ValueError, match="oracle"):
+        MixturePredictor([WLS(), OraclePredictor()])
+    assert MixturePredictor([WLS(), DKF()]).predict([], np.zeros(0), np.zeros(0)).median.shape == (0,)

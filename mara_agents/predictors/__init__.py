@@ -33,7 +33,16 @@ def pfn(**overrides):
     return PFNPredictor.load(**overrides)
 
 
-PREDICTORS = {"wls": WLS, "dkf": DKF, "last_slope": LastSlope, "oracle": OraclePredictor, "fm": flow_matching, "pfn": pfn,
+def fm_pfn(**overrides):
+    """The equal-weight mixture of the shipped flow-matching and PFN predictors (imports torch; see mixture.py)."""
+    from mara_agents.predictors.flow_matching import FlowMatchingPredictor
+    from mara_agents.predictors.mixture import MixturePredictor
+    from mara_agents.predictors.pfn import PFNPredictor  # (importing it rebinds this package's name ``pfn`` to the module)
+
+    return MixturePredictor([FlowMatchingPredictor.load(), PFNPredictor.load()], **overrides)
+
+
+PREDICTORS = {"wls": WLS, "dkf": DKF, "last_slope": LastSlope, "oracle": OraclePredictor, "fm": flow_matching, "pfn": pfn, "fm+pfn": fm_pfn,
               "pow4": pow4, "mmf4": mmf4}
 
 __all__ = ["DKF", "DKFFit", "DKFState", "DemandSummary", "ForecastPredictor", "HORIZON", "LastSlope", "OraclePredictor",

@@ -1,0 +1,56 @@
+"""The budget suite: snapshots found by name, played on the committed id/train roots, paired with their teacher."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks import budget
+from mara_agents.mat.agent import save_policy
+from mara_agents.mat.model import MATConfig, MATModel
+
+
+def _snapshot(directory, name: str, teacher: str = "edf", seed: int = 0) -> None:
+    torch.manual_seed(seed)
+    save_policy(MATModel(MATConfig(predictor=None, d_model=16, n_heads=2, history=8)), directory / f"{name}.pt",
+                {"variant": "mat", "seed": 0, "teacher": teacher, "env_steps": int(name.split("-")[1])})
+
+
+def test_the_suite_pairs_every_snapshot_with_its_teacher_by_root(tmp_path):
+    _snapshot(tmp_path, "dense-1000")
+    _snapshot(tmp_path, "dense-4000", seed=1)
+    _snapshot(tmp_path, "sparse-1000", seed=2)
+    assert budget.main(["--snapshots", str(tmp_path), "--roots", "2", "--episodes", "1", "--out", str(tmp_path / "out")]) == 0
+    result = json.loads((tmp_path / "out" / "budget" / "budget.json").read_text())
+    assert [(r["shaping"], r["env_steps_budget"]) for r in result["snapshots"]] == [("dense", 1000), ("dense", 4000), ("sparse", 1000)]
+    teacher = np.array(result["teacher_per_root"])
+    assert result["teacher"] == "edf" and teacher.shape == (2,) and result["episodes"] == 1
+    for record in result["snapshots"]:
+        assert record["minus_teacher"]["mean"] == pytest.approx(np.mean(np.subtract(record["per_root"], teacher)))
+        assert record["minus_teacher"]["n"] == 2
+    assert result["verdict"].startswith("dense:") and "sparse:" in result["verdict"]
+    assert (tmp_path / "out" / "budget" / "budget.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_snapshot_directories_exit_2_naming_the_problem(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        budget.main(["--snapshots", str(tmp_path), "--out", str(tmp_path)])
+    assert stop.value.code == 2 and "no budget snapshots" in capsys.readouterr().err
+    (tmp_path / "half-way.pt").write_bytes(b"x")
+    with pytest.raises(SystemExit) as stop:
+        budget.main(["--snapshots", str(tmp_path), "--out", str(tmp_path)])
+    assert stop.value.code == 2 and "<dense|sparse>-<env steps>.pt" in capsys.readouterr().err
+    (tmp_path / "half-way.pt").unlink()
+    _snapshot(tmp_path, "dense-10", teacher="edf")
+    _snapshot(tmp_path, "dense-20", teacher="fifo")
+    with pytest.raises(SystemExit) as stop:
+        budget.main(["--snapshots", str(tmp_path), "--roots", "2", "--out", str(tmp_path)])
+    assert stop.value.code == 2 and "one teacher" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        budget.main(["--roots", "1"])
+    with pytest.raises(SystemExit) as stop:
+        budget.main(["--episodes", "0"])
+    assert stop.value.code == 2
