@@ -48,6 +48,16 @@ def _completion_targets() -> str:
     return pfn_targets_table(_json(RESULTS / "paper" / "paper.json")).strip()
 
 
+def _posterior_targets() -> str:
+    from benchmarks.report import pfn_targets_table
+
+    return pfn_targets_table(_json(RESULTS / "paper" / "paper.json"), "posterior_targets").strip()
+
+
+def _budget() -> str:
+    return (RESULTS / "budget" / "budget.md").read_text().strip()
+
+
 def _quick_table() -> str:
     from benchmarks.quick import table
 
@@ -169,6 +179,8 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/prediction.md", "pfn-validation"): _pfn_validation,
     ("docs/prediction.md", "prediction-targets"): _prediction_targets,
     ("docs/prediction.md", "completion-targets"): _completion_targets,
+    ("docs/agents.md", "posterior-targets"): _posterior_targets,
+    ("docs/agents.md", "budget-study"): _budget,
     ("docs/tutorials/README.md", "library-rows"): _library_rows,
     ("docs/tutorials/tianshou.md", "library-rows"): _library_rows,
     ("docs/tutorials/sb3.md", "library-rows"): _library_rows,

@@ -1,7 +1,7 @@
 """all: every suite in turn, then docs/results.md from their outputs.
 
 ``python -m benchmarks all [--workers W] [--backend process|ray] [--skip SUITE ...] [--out DIR] [--no-publish]``
-runs quick, leakage, calibration, prediction, training, paper, stress, diagnostics, shaping, falsifier,
+runs quick, leakage, calibration, prediction, training, budget, paper, stress, diagnostics, shaping, falsifier,
 scale and perf (every suite but ``ceilings``, which regenerates the stored optima) into
 ``DIR`` (default ``results`` under the working directory; cell-based suites resume from ``DIR/cells``), then — unless
 ``--no-publish`` — copies each suite's tables, JSON and figures to ``docs/results/`` and writes
@@ -26,7 +26,7 @@ DOCS_RESULTS = ROOT / "docs" / "results"
 PAGE = ROOT / "docs" / "results.md"
 CELL_SUITES = ("paper", "stress", "diagnostics", "shaping", "falsifier", "scale")
 #: Every suite but ``ceilings`` (which regenerates the committed optima: ~30 min, run after new suites).
-ORDER = ("quick", "leakage", "calibration", "prediction", "training", *CELL_SUITES, "perf")
+ORDER = ("quick", "leakage", "calibration", "prediction", "training", "budget", *CELL_SUITES, "perf")
 
 INTRO = """# Results
 
@@ -86,7 +86,7 @@ def publish(walls: dict[str, float], out: Path, command: str) -> Path:
     """Copy the outputs to docs/results/ and write docs/results.md."""
     DOCS_RESULTS.mkdir(parents=True, exist_ok=True)
     sections = []
-    for suite in ("training", *CELL_SUITES):
+    for suite in ("training", "budget", *CELL_SUITES):
         directory = out / suite
         if not (directory / f"{suite}.md").exists():
             continue

@@ -49,9 +49,10 @@ TEACHER = "edf-admission:fm,min_reports=5"
 PFN_TEACHER = "edf-admission:pfn,min_reports=1"
 PAPER_ROWS = ("fifo", "edf", "window-edf", "target-edf", "prior-edf", "edf-admission", TEACHER, PFN_TEACHER, "llf", "slaq", "las", "lara", "lara-fm",
               "lara:pfn", "laira", "laira:pfn", "ppo-tianshou", "ppo-tianshou-fm", "ppo-sb3", "ppo-torchrl", "ppo-rllib", "mappo-benchmarl", "mat", "mara-wls", "mara-sparse", "mara", "mara-pfn",
-              # issue 48: the posterior allocators (settings chosen on train workloads) and MARA on the posterior
+              # issue 48: the posterior allocators (settings chosen on train workloads) and MARA on the posterior (its
+              # teacher-free run, mara-post-pure, is in the shaping suite, at the training load)
               "index:fm+pfn,deadline_pct=0,explore=2", "plan:fm+pfn,samples=64,explore=3", "index:pfn,deadline_pct=0,explore=2",
-              "plan:pfn,samples=16,explore=2", "index:fm,deadline_pct=0,explore=3", "plan:fm,samples=64,explore=3", "mara-post", "mara-post-pure",
+              "plan:pfn,samples=16,explore=2", "index:fm,deadline_pct=0,explore=3", "plan:fm,samples=64,explore=3", "mara-post",
               "index:oracle,deadline_pct=50,explore=0", "plan:oracle,samples=16,explore=0", "clairvoyant", MILP_SLOTS, MILP)
 #: Leak probes (no loss values seen): a curve-aware row's own margin is the one beyond the better probe.
 PROBES = ("window-edf", "target-edf", "prior-edf")
@@ -156,7 +157,8 @@ def specs() -> dict[str, SuiteSpec]:
         "paper": SuiteSpec("paper", PAPER_ROWS, train + heavy),
         "stress": SuiteSpec("stress", PAPER_ROWS, (Scenario("stress", "stress"),)),
         "diagnostics": SuiteSpec("diagnostics", PAPER_ROWS, id_train),
-        "shaping": SuiteSpec("shaping", ("edf", "window-edf", "target-edf", "prior-edf", "mara", "mara-sparse", "mara-pure", "mara-sparse-pure", MILP_SLOTS, MILP), train),
+        "shaping": SuiteSpec("shaping", ("edf", "window-edf", "target-edf", "prior-edf", "mara", "mara-sparse", "mara-pure", "mara-sparse-pure",
+                                         "mara-post", "mara-post-pure", MILP_SLOTS, MILP), train),
         "falsifier": SuiteSpec("falsifier", core, id_train + (Scenario("id/train, speeds + switch cost", env=FALSIFIER_ENV),)),
         "scale": SuiteSpec("scale", core, id_train + tuple(Scenario(f"id, {name}", "id", load, env, seeds=HEAVY_SEEDS) for name, (env, load) in SCALE_ENVS.items())),
     }

@@ -356,3 +356,21 @@ def test_pfn_targets_pair_each_pfn_row_with_each_reference_and_say_which_are_met
     assert not targets[("lara:pfn", TEACHER, "average/train")]["met"]
     text = report.pfn_targets_table(payload)
     assert f"| lara:pfn − {TEACHER} | id/train | -1.0 |" in text and "MISSED" in text and "≥ +3, CI above 0" in text
+
+
+def test_posterior_targets_hold_every_posterior_row_against_the_best_realizable_row_before_them():
+    from benchmarks.paper import POSTERIOR_ROWS, TASK_SETS
+
+    index = POSTERIOR_ROWS[0]
+    scenarios = tuple(Scenario(f"{t}/train", t) for t in TASK_SETS)
+    spec = SuiteSpec("paper", ("ppo-tianshou-fm", index, "lara-fm"), scenarios, roots=4)
+    noise = (0.0, 0.004, -0.003, 0.001)  # per root, shared by the rows: the paired differences are exact
+    base = {"id": 0.60, "rl_ood": 0.70, "vit_ood": 0.45}
+    shift = {"ppo-tianshou-fm": 0.0, index: 0.035, "lara-fm": -0.01}
+    results = [_result(row, r, base[t] + shift[row] + noise[r] - (0.045 if (row == index and t == "vit_ood") else 0.0), task_set=t)
+               for row in spec.rows for t in TASK_SETS for r in range(4)]
+    targets = {(t["row"], t["scenario"]): t for t in summarize(spec, results, spec.rows)["posterior_targets"]}
+    assert set(targets) == {(index, c) for c in ("average/train", "id/train", "rl_ood/train", "vit_ood/train")}  # no heavy loads ran
+    assert targets[(index, "average/train")]["mean"] == pytest.approx(100 * (0.035 - 0.015)) and not targets[(index, "average/train")]["met"]
+    assert targets[(index, "id/train")]["met"] and not targets[(index, "vit_ood/train")]["met"]  # −1 point on vit_ood
+    assert all(t["reference"] == "ppo-tianshou-fm" for t in targets.values())

@@ -34,7 +34,7 @@ def test_results_page_quotes_every_published_suite_table():
     quick = json.loads((DOCS_RESULTS / "quick.json").read_text())
     assert quick_table(quick["summary"], quick["roots"]).strip() in page
     assert prediction_table(json.loads((DOCS_RESULTS / "prediction.json").read_text())).strip() in page
-    for suite in ("training", *CELL_SUITES):
+    for suite in ("training", "budget", *CELL_SUITES):
         published = DOCS_RESULTS / suite / f"{suite}.md"
         assert published.exists(), f"{published} is missing"
         assert published.read_text().strip() in page, f"docs/results.md does not quote {published}"
