@@ -269,3 +269,27 @@ def test_a_mixture_is_the_average_of_its_components_posteriors():
     with pytest.raises(ValueError, match="oracle"):
         MixturePredictor([WLS(), OraclePredictor()])
     assert MixturePredictor([WLS(), DKF()]).predict([], np.zeros(0), np.zeros(0)).median.shape == (0,)
+
+
+# ---------------------------------------------------------------------------------------------- tuning
+def test_tuning_scores_posterior_rows_on_train_workloads_and_never_reads_an_evaluation_suite(tmp_path, monkeypatch):
+    import json
+
+    import core_env.generators
+    import core_env.workload
+    from benchmarks import tuning
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("tuning read an evaluation suite")
+
+    for module in (core_env.workload, core_env.generators):
+        monkeypatch.setattr(module, "load_suite", refuse)
+        monkeypatch.setattr(module, "load_suite_file", refuse)
+    out = tmp_path / "tuning.json"
+    rows = ["index:wls,deadline_pct=0,explore=1", "plan:wls,samples=4,explore=1"]
+    assert tuning.main(["--rows", *rows, "--episodes", "2", "--out", str(out)]) == 0
+    saved = json.loads(out.read_text())
+    assert set(saved["scores"]) == set(rows) and saved["chosen"] in rows and saved["workloads"].startswith("train")
+    with pytest.raises(SystemExit) as stop:
+        tuning.main(["--rows", "index:wls,deadline_pct=101", "--episodes", "1", "--out", str(out)])
+    assert stop.value.code == 2

@@ -10,18 +10,19 @@ the oracle as a step).
       G = max over 1 ≤ b ≤ u of  F(b) / E[min(D, b)],   E[min(D, b)] = Σ_{j<b} (1 − F(j)),
 
   the largest expected number of completions per node-step of service a task offers (serve it for ``b``
-  more steps, then give up). Tasks are admitted in order of G while the admitted set stays schedulable
-  with each task's ``deadline_pct`` posterior quantile as its demand (the exact test of
-  :func:`~mara_agents.allocators.admission.schedulable`), and the admitted tasks are served earliest
-  deadline first. Tasks with fewer than ``explore`` reports have no curve to read and are served first
-  (least served, then earliest deadline); nodes left over go to the rest by G, so a task that cannot
-  finish (G = 0) is never served while one that can waits.
-* :class:`CompletionPlanner` (``plan``): each step, draw ``samples`` demands per task from its posterior
-  (common random numbers: one uniform per task and draw), and grow the admitted set greedily in order of
-  G, keeping a task only if it raises the expected number of admitted tasks that finish — a draw counts
-  the admitted tasks whose sampled demand fits their budget when the whole admitted set is schedulable in
-  that draw, and only those of them that fit on their own otherwise... see :func:`expected_completions`.
-  The admitted tasks are served earliest deadline first, as above.
+  more steps, then give up). With ``deadline_pct=P`` tasks are admitted in order of G while the admitted
+  set stays schedulable with each task's P-th posterior percentile as its demand (the exact test of
+  :func:`~mara_agents.allocators.admission.schedulable`) and the admitted tasks are served earliest
+  deadline first; with ``deadline_pct=0`` the tasks of largest G are served (the plain index rule).
+* :class:`CompletionPlanner` (``plan``): each step, ``samples`` joint draws of every task's demand from its
+  posterior (inverse CDF; stratified uniforms fixed per slot for the episode: common random numbers). In
+  each draw the plan admits tasks shortest sampled demand first while the admitted set stays schedulable,
+  and serves the N admitted tasks due first (:func:`plan_votes`). The tasks served now by the most draws
+  are served (ties by deadline).
+
+Both: tasks with fewer than ``explore`` reports have no curve to read and are served first (least served,
+then earliest deadline); nodes left over go to the rest by G, so a task that cannot finish (G = 0) is never
+served while one that can waits.
 
 Thresholds (``deadline_pct``, ``explore``, ``samples``) are chosen on the train workloads
 (``python -m benchmarks.tuning --rows ...``; docs/results/tuning/), never on evaluation roots.
@@ -115,8 +116,8 @@ def plan_votes(demand: np.ndarray, budget: np.ndarray, candidates: np.ndarray, n
 
     For each draw (``demand`` (B, K, S) node-steps, inf when it cannot finish), the plan admits the
     candidates shortest sampled demand first (ties by deadline) while the admitted set stays schedulable on
-    ``n_nodes`` (B,) nodes (:func:`schedulable`), and serves its ``n_nodes`` admitted tasks of least laxity
-    (budget − demand) now.
+    ``n_nodes`` (B,) nodes (:func:`schedulable`), and serves its ``n_nodes`` admitted tasks due first now
+    (earliest deadline first, as clairvoyant serves known demands).
     """
     B, K, S = demand.shape
     flat = np.moveaxis(demand, 2, 1).reshape(B * S, K)  # row b * S + s
