@@ -113,6 +113,19 @@ def test_calibrate_measures_the_spread_of_each_kind_of_service():
         SpreadSource(dataclasses.replace(fit, spread={}), 0)
 
 
+def test_calibrate_survives_switched_services_that_all_trained_nothing():
+    # a busy machine: both switched services of the episode trained 0 batches in their slices
+    def service(t, node, task, trained):
+        return {"t": t, "env": 0, "node": node, "task": task, "trained": trained, "family": "a"}
+
+    episode = [service(0, 0, 0, 8), service(0, 1, 1, 12), service(1, 0, 0, 12), service(1, 1, 1, 8),
+               service(3, 1, 1, 0), service(4, 0, 1, 0)]
+    fit = calibrate([episode], n_nodes=2)
+    assert fit.rates == {"a": 10.0} and fit.switched == 2
+    assert fit.spread["switched"][0] == fit.spread["switched"][-1] == 0.0  # what was measured: nothing trained
+    assert fit.paths[0][:2] == (1.0, 1.0)  # the path comes from the services that trained
+
+
 def test_calibrate_measures_each_run_and_the_machines_slow_steps_apart_from_the_spread():
     # runs (curves) 0 and 1 of one family train 10 and 20 a slice; at step 2 the machine is 20% slower on both nodes
     def service(t, node, task, curve, trained):

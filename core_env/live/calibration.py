@@ -155,11 +155,13 @@ def calibrate(episodes: Iterable[Sequence[Mapping[str, Any]]], n_nodes: int) -> 
     kind_mean = {kind: float(np.mean([r for _, _, k, r in measured if k == kind] or [1.0])) for kind in KINDS}
     services: dict[int, list[tuple[int, float]]] = defaultdict(list)
     for i, t, kind, ratio in measured:
-        services[i].append((t, ratio / kind_mean[kind]))
-    paths = {i: _path(services[i]) for i in sorted(services)}
+        if kind_mean[kind] > 0:  # a kind whose every service trained nothing (a slow or shared machine) says nothing of the path
+            services[i].append((t, ratio / kind_mean[kind]))
+    paths = {i: _path(services[i]) for i in sorted({i for i, *_ in measured})}
     left: dict[str, list[float]] = {kind: [] for kind in KINDS}  # each service relative to model x path, times its kind's mean
     for i, t, kind, ratio in measured:
-        factor = paths[i][t]
+        path = paths[i]
+        factor = path[min(t, len(path) - 1)] if path else 1.0  # past the path's last service: its last value
         left[kind].append(ratio / factor if factor > 0 else kind_mean[kind])
     pooled = [ratio for kind in KINDS for ratio in left[kind]]  # a kind never measured: the spread of all
     grid = np.linspace(0.0, 1.0, SPREAD_POINTS)
