@@ -111,7 +111,7 @@ def figure(result: dict[str, Any]) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(6.5, 4.6))
     teacher = np.array(result["teacher_per_root"])
     half = 1.96 * teacher.std(ddof=1) / np.sqrt(teacher.size)
     ax.axhspan(teacher.mean() - half, teacher.mean() + half, color="grey", alpha=0.25, label=f"teacher ({result['teacher']})")
@@ -128,7 +128,7 @@ def figure(result: dict[str, Any]) -> bytes:
     ax.set_xlabel("PPO env-steps (log scale)")
     ax.set_ylabel(f"completion % ({result['scenario']}, {result['roots']} roots)")
     ax.set_title("Does learning help? MARA on the posterior vs its teacher")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, frameon=False)  # below the axes: no point hidden
     fig.tight_layout()
     data = figure_png(fig, dpi=120)
     plt.close(fig)
