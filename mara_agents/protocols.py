@@ -142,6 +142,19 @@ class DemandSummary:
         return cls(levels=levels, median=demand.copy(), quantiles=np.repeat(demand[:, None], levels.size, axis=1),
                    p_within_budget=(column <= budgets).astype(np.float64))
 
+    @classmethod
+    def from_cdf(cls, cdf: np.ndarray, budgets: np.ndarray, levels: np.ndarray) -> DemandSummary:
+        """The summary of posteriors ``cdf`` (M, H + 1), P(demand ≤ b) for b = 0 … H (non-decreasing): a
+        q-quantile is the first b with F(b) ≥ q (``inf`` if F(H) < q), ``p_within_budget`` is F read at each of
+        the checked ``budgets`` ((M,) or (M, J) int64 in [0, H])."""
+        every = np.append(levels, 0.5)
+        reached = (cdf[:, None, :] >= every[None, :, None] - 1e-12)  # (M, Q + 1, H + 1)
+        first = reached.argmax(axis=2).astype(np.float64)
+        demand = np.where(reached[:, :, -1], first, np.inf)
+        flat = budgets.reshape(len(cdf), -1 if len(cdf) else 1)
+        p = np.take_along_axis(cdf, flat, axis=1).reshape(budgets.shape)
+        return cls(levels=levels, median=demand[:, -1], quantiles=demand[:, :-1], p_within_budget=p)
+
 
 class Predictor(abc.ABC):
     """Batched remaining-demand predictor (numpy in, :class:`DemandSummary` out).

@@ -50,11 +50,17 @@ def admit_schedulable(estimates: Estimates, candidates: np.ndarray, order: np.nd
     schedulable on ``capacity`` nodes (default N; or (B,) per environment) — a candidate that would break
     it is skipped, later ones are still tried."""
     capacity = estimates.n_nodes if capacity is None else capacity
+    demand = np.where(estimates.active, estimates.demand, 0.0)
+    return admit_in_order(demand, estimates.budget, candidates, np.lexsort((order, ~candidates), axis=1), capacity)
+
+
+def admit_in_order(demand: np.ndarray, budget: np.ndarray, candidates: np.ndarray, ranking: np.ndarray,
+                   capacity: int | np.ndarray) -> np.ndarray:
+    """(B, K) bool: the ``candidates`` admitted one by one in the slot order ``ranking`` ((B, K), candidates
+    first) while the set stays schedulable (:func:`schedulable`) on ``capacity`` nodes (an int or (B,))."""
     B, K = candidates.shape
     admitted = np.zeros((B, K), bool)
-    ranking = np.lexsort((order, ~candidates), axis=1)
     rows = np.arange(B)
-    demand = np.where(estimates.active, estimates.demand, 0.0)
     for r in range(K):
         slot = ranking[:, r]
         live = candidates[rows, slot]
@@ -62,6 +68,6 @@ def admit_schedulable(estimates: Estimates, candidates: np.ndarray, order: np.nd
             break
         trial = admitted.copy()
         trial[rows[live], slot[live]] = True
-        ok = live & schedulable(demand, estimates.budget, trial, capacity)
+        ok = live & schedulable(demand, budget, trial, capacity)
         admitted[rows[ok], slot[ok]] = True
     return admitted

@@ -34,7 +34,7 @@ import dataclasses
 
 import numpy as np
 
-from mara_agents.allocators.admission import admit_schedulable, schedulable
+from mara_agents.allocators.admission import admit_in_order, admit_schedulable
 from mara_agents.allocators.base import Estimates, PredictiveAllocator
 from mara_agents.heuristics.base import serve_in_order
 from mara_agents.predictors.posterior import cdf_quantile, sample_demands, truncated_index
@@ -44,15 +44,10 @@ from mara_agents.protocols import Predictor
 EXPLORING, ADMITTED, REST = range(3)
 
 
-def _check_pct(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= 99:
-        raise ValueError(f"{name} must be an int percentage in [1, 99], got {value!r}")
-    return int(value)
-
-
-def _check_count(name: str, value: int, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+def _check_int(name: str, value: int, least: int, most: int | None = None) -> int:
+    """``value`` as an int in [least, most], or a ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least or (most is not None and value > most):
+        raise ValueError(f"{name} must be an int " + (f"in [{least}, {most}]" if most is not None else f">= {least}") + f", got {value!r}")
     return int(value)
 
 
@@ -61,13 +56,13 @@ class _PosteriorAllocator(PredictiveAllocator):
 
     def __init__(self, predictor: Predictor, explore: int = 1) -> None:
         super().__init__(predictor)
-        self.explore = _check_count("explore", explore, 0)
+        self.explore = _check_int("explore", explore, 0)
 
     def admit(self, estimates: Estimates, candidates: np.ndarray, index: np.ndarray, capacity: np.ndarray) -> np.ndarray:
         """(B, K) bool admitted among ``candidates`` on ``capacity`` (B,) nodes."""
         raise NotImplementedError
 
-    def admitted_key(self, estimates: Estimates) -> np.ndarray:
+    def admitted_key(self, estimates: Estimates, index: np.ndarray) -> np.ndarray:
         """(B, K) the order of the admitted tasks (lower first): earliest deadline."""
         return estimates.budget.astype(np.float64)
 
@@ -79,7 +74,7 @@ class _PosteriorAllocator(PredictiveAllocator):
         spare = np.maximum(n_nodes - exploring.sum(axis=1), 0)
         admitted = self.admit(estimates, explored & (index > 0), index, spare)
         tier = np.where(exploring, EXPLORING, np.where(admitted, ADMITTED, REST))
-        key = np.where(exploring, estimates.steps * 1e4 + estimates.budget, np.where(admitted, self.admitted_key(estimates), -index))
+        key = np.where(exploring, estimates.steps * 1e4 + estimates.budget, np.where(admitted, self.admitted_key(estimates, index), -index))
         return serve_in_order(key.astype(np.float64), active, n_nodes, tier=tier)
 
 
@@ -96,19 +91,18 @@ class IndexAllocator(_PosteriorAllocator):
 
     def __init__(self, predictor: Predictor, deadline_pct: int = 50, explore: int = 1) -> None:
         super().__init__(predictor, explore)
-        self.deadline_pct = 0 if deadline_pct == 0 and not isinstance(deadline_pct, bool) else _check_pct("deadline_pct", deadline_pct)
+        self.deadline_pct = _check_int("deadline_pct", deadline_pct, 0, 99)
 
     def admit(self, estimates: Estimates, candidates: np.ndarray, index: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-        self._index = index
         if not self.deadline_pct:
             return candidates
         demand = cdf_quantile(estimates.cdf, estimates.budget, self.deadline_pct / 100.0)
         quantiled = dataclasses.replace(estimates, demand=np.where(estimates.active, demand, 0.0))
         return admit_schedulable(quantiled, candidates & np.isfinite(demand), -index, capacity=capacity)
 
-    def admitted_key(self, estimates: Estimates) -> np.ndarray:
+    def admitted_key(self, estimates: Estimates, index: np.ndarray) -> np.ndarray:
         """Earliest deadline first, or the largest index first when the schedulability test is off."""
-        return super().admitted_key(estimates) if self.deadline_pct else -self._index
+        return super().admitted_key(estimates, index) if self.deadline_pct else -index
 
 
 def plan_votes(demand: np.ndarray, budget: np.ndarray, candidates: np.ndarray, n_nodes: np.ndarray) -> np.ndarray:
@@ -116,7 +110,7 @@ def plan_votes(demand: np.ndarray, budget: np.ndarray, candidates: np.ndarray, n
 
     For each draw (``demand`` (B, K, S) node-steps, inf when it cannot finish), the plan admits the
     candidates shortest sampled demand first (ties by deadline) while the admitted set stays schedulable on
-    ``n_nodes`` (B,) nodes (:func:`schedulable`), and serves its ``n_nodes`` admitted tasks due first now
+    ``n_nodes`` (B,) nodes (:func:`~mara_agents.allocators.admission.admit_in_order`), and serves its ``n_nodes`` admitted tasks due first now
     (earliest deadline first, as clairvoyant serves known demands).
     """
     B, K, S = demand.shape
@@ -125,17 +119,8 @@ def plan_votes(demand: np.ndarray, budget: np.ndarray, candidates: np.ndarray, n
     nodes = np.repeat(np.asarray(n_nodes).reshape(B), S)
     live = np.repeat(candidates, S, axis=0) & np.isfinite(flat) & (flat <= budgets)
     ranking = np.lexsort((budgets, np.where(live, flat, np.inf), ~live), axis=1)
+    admitted = admit_in_order(np.where(live, flat, 0.0), budgets, live, ranking, nodes)
     rows = np.arange(B * S)
-    admitted = np.zeros((B * S, K), bool)
-    for r in range(K):
-        slot = ranking[:, r]
-        trying = live[rows, slot]
-        if not trying.any():
-            break
-        trial = admitted.copy()
-        trial[rows[trying], slot[trying]] = True
-        ok = trying & schedulable(np.where(trial, flat, 0.0), budgets, trial, nodes)
-        admitted[rows[ok], slot[ok]] = True
     order = np.lexsort((np.where(admitted, budgets, np.inf), ~admitted), axis=1)
     served = np.zeros((B * S, K), bool)
     for r in range(min(K, int(nodes.max(initial=0)))):
@@ -157,8 +142,8 @@ class CompletionPlanner(_PosteriorAllocator):
 
     def __init__(self, predictor: Predictor, samples: int = 32, explore: int = 1, seed: int = 0) -> None:
         super().__init__(predictor, explore)
-        self.samples = _check_count("samples", samples, 1)
-        self.seed = _check_count("seed", seed, 0)
+        self.samples = _check_int("samples", samples, 1)
+        self.seed = _check_int("seed", seed, 0)
         self.reset(0, 0, 0)
 
     def reset(self, batch_size: int, n_nodes: int, n_slots: int) -> None:
@@ -176,6 +161,6 @@ class CompletionPlanner(_PosteriorAllocator):
         self._votes = plan_votes(demand, estimates.budget, candidates, capacity)
         return candidates & (self._votes > 0)
 
-    def admitted_key(self, estimates: Estimates) -> np.ndarray:
+    def admitted_key(self, estimates: Estimates, index: np.ndarray) -> np.ndarray:
         """The tasks most draws serve now first, ties by deadline."""
         return -self._votes + 1e-6 * estimates.budget

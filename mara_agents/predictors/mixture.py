@@ -39,11 +39,11 @@ class MixturePredictor(Predictor):
 
     def _predict(self, histories: list[np.ndarray], targets: np.ndarray, budgets: np.ndarray,
                  oracle: Mapping[str, np.ndarray] | None) -> DemandSummary:
-        return self._summary(self._cdf(histories, targets, None), budgets)
+        return DemandSummary.from_cdf(self._cdf(histories, targets, None), budgets, self.levels)
 
     def _predict_windowed(self, histories: list[np.ndarray], targets: np.ndarray, budgets: np.ndarray,
                           windows: np.ndarray) -> DemandSummary:
-        return self._summary(self._cdf(histories, targets, windows), budgets)
+        return DemandSummary.from_cdf(self._cdf(histories, targets, windows), budgets, self.levels)
 
     def _cdf(self, histories: list[np.ndarray], targets: np.ndarray, windows: np.ndarray | None) -> np.ndarray:
         """(M, horizon + 1) the averaged CDF."""
@@ -53,11 +53,3 @@ class MixturePredictor(Predictor):
             total[:, : cdf.shape[1]] += cdf
             total[:, cdf.shape[1]:] += cdf[:, -1:]  # beyond its horizon a component adds no mass
         return total / len(self.components)
-
-    def _summary(self, cdf: np.ndarray, budgets: np.ndarray) -> DemandSummary:
-        levels = np.append(self.levels, 0.5)
-        below = (cdf[:, None, :] < levels[None, :, None] - 1e-12).sum(axis=2)  # (M, Q + 1) b's with F(b) < q
-        demand = np.where(below <= self.horizon, below, np.inf).astype(np.float64)
-        flat = budgets.reshape(budgets.shape[0], -1 if budgets.size else 1)
-        p = np.take_along_axis(cdf, flat, axis=1).reshape(budgets.shape)
-        return DemandSummary(levels=self.levels, median=demand[:, -1], quantiles=demand[:, :-1], p_within_budget=p)

@@ -218,14 +218,7 @@ class PFNPredictor(Predictor):
 
     def _predict_windowed(self, histories: list[np.ndarray], targets: np.ndarray, budgets: np.ndarray,
                           windows: np.ndarray) -> DemandSummary:
-        cdf = self.cdf(histories, targets, windows)
-        levels = np.append(self.levels, 0.5)
-        reached = (cdf[:, None, :] >= levels[None, :, None] - 1e-12)  # (M, Q + 1, H + 1)
-        first = reached.argmax(axis=2).astype(np.float64)
-        demand = np.where(reached[:, :, -1], first, np.inf)
-        flat = budgets.reshape(len(histories), -1 if len(histories) else 1)
-        p = np.take_along_axis(cdf, flat, axis=1).reshape(budgets.shape)
-        return DemandSummary(levels=self.levels, median=demand[:, -1], quantiles=demand[:, :-1], p_within_budget=p)
+        return DemandSummary.from_cdf(self.cdf(histories, targets, windows), budgets, self.levels)
 
     def _predict(self, histories, targets, budgets, oracle):  # pragma: no cover - predict() routes to _predict_windowed
         raise NotImplementedError("PFNPredictor.predict needs windows (it sets uses_window)")
