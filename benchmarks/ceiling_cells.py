@@ -6,7 +6,10 @@ bound) and ``milp-slots`` (the K-slot optimum under the env's own rules, or the 
 named load at the suites' N and K, no other override, no trace): its per-episode ``completed`` is the value
 of a stored schedule replayed in the env, its ``gap`` the distance to the proven bound (0 where optimal).
 Elsewhere the row does not run (see :func:`has_stored_slot_ceiling`): a K-slot search takes seconds to
-minutes per episode and is not done on the fly.
+minutes per episode and is not done on the fly. The stored files are read verified: ``slot_ceilings.json``
+against the sha256 in ``slot_manifest.json`` beside it, every entry of both ceilings files range-checked
+(:func:`core_env.workload.read_slot_ceilings`, :func:`~core_env.workload.read_ceilings`); a file that fails
+is a ValueError naming it and the entry, never a ceiling above 100 %.
 
 The ``milp`` row:
 

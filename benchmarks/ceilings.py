@@ -12,7 +12,13 @@
    ``bound``, a proven upper bound; ``status`` ``optimal`` or ``interval``; the values of the greedy and the
    parking rule's schedules, the search's starts; the time limit and seconds) and the schedules themselves into ``slot_schedules.npz`` (one (S, 2)
    uint16 array of (step, task) services per episode, its sha256 in the JSON), so the stored value can be
-   replayed in the env (tests/test_slot_ceiling.py does).
+   replayed in the env (tests/test_slot_ceiling.py does). The two files' sha256 go into ``slot_manifest.json``
+   beside them, written with them (:func:`write_slot_files`; Ctrl-C waits until all three are written).
+
+Integrity: every read verifies the two K-slot files against their manifest and range-checks every entry of
+both JSON files (:func:`core_env.workload.read_slot_ceilings`, :func:`~core_env.workload.read_ceilings`:
+completed <= bound <= arrived, finite, >= 0); a file that fails is an error naming it (the command exits 2),
+never overwritten or re-solved silently: restore it (``git checkout``) or delete it to solve again.
 
 The ceilings are properties of the workloads, so they are solved once and committed; benchmarks read them
 with :func:`core_env.workload.suite_ceilings` and :func:`core_env.workload.suite_slot_ceilings` (no
@@ -20,15 +26,21 @@ solver needed). The files are rewritten atomically after every episode, so an in
 where it stopped; episodes of a suite file whose checksum changed are solved again. A later run with a
 larger ``--slot-time-limit`` searches again every K-slot episode not proven optimal that was searched for
 less time, or searched before the MILP existed (no ``milp_seconds`` value), starting from its stored
-schedule too, and keeps the best: stored values only improve. ``--workers W`` searches W episodes at once.
+schedule too, and keeps the best: stored values only improve. ``--workers W`` searches W episodes at once,
+at most :func:`max_workers` (the CPUs this process may use: each search is CPU-bound and timed, so more workers
+than CPUs would only shorten every search).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
+import os
+import signal
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,10 +49,11 @@ import numpy as np
 from tqdm import tqdm
 
 from benchmarks import add_suite_selection, write_atomic
+from core_env import npz
 from core_env.config import LOADS, EnvConfig
-from core_env.npz import read_npz, write_npz
-from core_env.workload import (CEILINGS_PATH, SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH, SUITE_TASK_SETS, load_suite, schedule_key,
-                               suite_cells, suite_ceilings, suite_meta, suite_path, suite_sha256)
+from core_env.workload import (CEILINGS_PATH, SLOT_CEILING_FIELDS, SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH, SUITE_TASK_SETS, ceilings_problem,
+                               load_suite, read_ceilings, read_slot_ceilings, read_slot_manifest, read_slot_schedules, schedule_key,
+                               slot_manifest_path, suite_cells, suite_ceilings, suite_meta, suite_path, suite_sha256)
 from mara_agents.bounds import MILP_TIME_LIMIT, milp_ceiling
 
 #: Seconds of K-slot search per episode (parking starts, HiGHS's MILP, then CP-SAT): the training-load suites'
@@ -48,14 +61,18 @@ from mara_agents.bounds import MILP_TIME_LIMIT, milp_ceiling
 SLOT_TIME_LIMIT = 240.0
 
 
-def _read(path: Path | None = None) -> dict:
-    path = CEILINGS_PATH if path is None else path
-    return json.loads(path.read_text()) if path.exists() else {}
+def max_workers() -> int:
+    """The most K-slot searches at once (``--workers``): the CPUs this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def solve(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS), time_limit: float = MILP_TIME_LIMIT) -> dict:
-    """Fill ``ceilings.json`` for the given suites (resuming); returns its content."""
-    store = _read()
+    """Fill ``ceilings.json`` for the given suites (resuming; a stored file that fails its checks raises
+    ValueError, :func:`core_env.workload.read_ceilings`); returns its content."""
+    store = read_ceilings(CEILINGS_PATH) if CEILINGS_PATH.exists() else {}
     for task_set in task_sets:
         for load in loads:
             name, sha, meta = suite_path(task_set, load).name, suite_sha256(task_set, load), suite_meta(task_set, load)
@@ -123,9 +140,14 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
                 workers: int = 1) -> dict:
     """Fill ``slot_ceilings.json`` and ``slot_schedules.npz`` for the given suites (resuming, and improving
     episodes searched for less than ``time_limit`` or before the MILP existed); returns the JSON's content.
-    ``workers`` episodes are searched at once (processes; CP-SAT then uses one thread each). Needs the
-    slot-relaxed ceilings of the same suites (their bound caps the search)."""
-    store, schedules = _read(SLOT_CEILINGS_PATH), read_npz(SLOT_SCHEDULES_PATH) if SLOT_SCHEDULES_PATH.exists() else {}
+    ``workers`` episodes are searched at once (processes; CP-SAT then uses one thread each), at most
+    :func:`max_workers`. Needs the slot-relaxed ceilings of the same suites (their bound caps the search).
+    Stored files are read verified (a file that fails raises ValueError naming it) and written with their
+    manifest (:func:`write_slot_files`)."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= max_workers():
+        raise ValueError(f"workers must be an int in [1, {max_workers()}] (the CPUs this process may use), got {workers!r}")
+    store = read_slot_ceilings(SLOT_CEILINGS_PATH) if SLOT_CEILINGS_PATH.exists() else {}
+    schedules = read_slot_schedules(SLOT_SCHEDULES_PATH) if SLOT_SCHEDULES_PATH.exists() else {}
     n_slots = EnvConfig().n_slots
     with _Pool(workers) as pool:
         for load in loads:  # every task set at the training load first: the rows most tables lead with
@@ -152,9 +174,49 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
                                               "relaxed_bound": relaxed[tuple(map(int, key.split("/")))]["bound"], "time_limit": time_limit,
                                               "seconds": round(solved.seconds + (old["seconds"] if old else 0.0), 3),
                                               "milp_seconds": round(solved.milp_seconds, 3), "schedule_sha256": _sha(schedules[array_key])}
-                    write_npz(SLOT_SCHEDULES_PATH, schedules)
-                    write_atomic(SLOT_CEILINGS_PATH, json.dumps(store, indent=1, sort_keys=True) + "\n")
+                    write_slot_files(store, schedules)
     return store
+
+
+def write_slot_files(store: dict, schedules: dict[str, np.ndarray]) -> dict[str, str]:
+    """Write the K-slot ceilings (``store``, as :func:`solve_slots` keeps it) and their schedules, each
+    atomically, then their sha256 into the manifest beside them (other entries kept); Ctrl-C is held back
+    until all three are written (in the main thread), so the manifest always matches the files. Returns the
+    sha256 written per file name.
+
+    Raises:
+        ValueError: ``store`` fails the range checks every read makes (:func:`core_env.workload.ceilings_problem`); nothing is written.
+    """
+    problem = ceilings_problem(store, SLOT_CEILING_FIELDS)
+    if problem is not None:
+        raise ValueError(f"the K-slot ceilings to write are out of range ({problem}); nothing written")
+    files = {Path(SLOT_CEILINGS_PATH): (json.dumps(store, indent=1, sort_keys=True) + "\n").encode(),
+             Path(SLOT_SCHEDULES_PATH): npz.npz_bytes(schedules)}
+    digests = {path.name: hashlib.sha256(data).hexdigest() for path, data in files.items()}
+    with _interrupts_held():
+        for path, data in files.items():
+            npz.write_atomic(path, data)
+        for manifest_path in {slot_manifest_path(path) for path in files}:
+            manifest = read_slot_manifest(manifest_path)
+            manifest.update({path.name: digests[path.name] for path in files if slot_manifest_path(path) == manifest_path})
+            npz.write_atomic(manifest_path, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+    return digests
+
+
+@contextlib.contextmanager
+def _interrupts_held():
+    """Ctrl-C (SIGINT) waits until the block has run, then raises KeyboardInterrupt (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+    if caught:
+        raise KeyboardInterrupt
 
 
 #: A K-slot episode counts as proven when its gap to the proven bound is at most this (issue 28's target share).
@@ -167,13 +229,13 @@ def table() -> str:
     slot-relaxed optimum, mean and worst gap, search seconds."""
     from benchmarks.report import markdown_table
 
-    store, relaxed = _read(SLOT_CEILINGS_PATH), _read()
+    store, relaxed = read_slot_ceilings(SLOT_CEILINGS_PATH), read_ceilings(CEILINGS_PATH)  # verified and range-checked: every % <= 100
     rows = []
     for name in sorted(store, key=lambda n: (list(LOADS).index(n.split("__")[1].removesuffix(".npz")), n)):
         episodes = store[name]["episodes"]
         found = [100 * e["completed"] / max(e["arrived"], 1) for e in episodes.values()]
         bound = [100 * e["bound"] / max(e["arrived"], 1) for e in episodes.values()]
-        upper = [100 * relaxed[name]["episodes"][k]["completed"] / max(e["arrived"], 1) for k, e in episodes.items()]
+        upper = [100 * e["completed"] / max(e["arrived"], 1) for e in (_relaxed_entry(relaxed, name, key) for key in episodes)]
         gaps = [e["gap"] for e in episodes.values()]
         rows.append((name.removesuffix(".npz").replace("__", "/"), len(episodes), sum(e["status"] == "optimal" for e in episodes.values()),
                      sum(g <= PROVEN_GAP for g in gaps), f"{np.mean(found):.1f}", f"{np.mean(bound):.1f}", f"{np.mean(upper):.1f}",
@@ -211,6 +273,14 @@ def table() -> str:
             "heavier loads; the share against `milp` is the lower end.")
 
 
+def _relaxed_entry(relaxed: dict, name: str, key: str) -> dict:
+    entry = relaxed.get(name, {}).get("episodes", {}).get(key)
+    if entry is None:
+        raise ValueError(f"{CEILINGS_PATH} has no slot-relaxed ceiling of {name} episode {key!r}, which {SLOT_CEILINGS_PATH} holds; "
+                         "run `python -m benchmarks ceilings --only relaxed`")
+    return entry
+
+
 def _summary(store: dict, kind: str) -> None:
     for name in sorted(store):
         episodes = store[name]["episodes"].values()
@@ -225,22 +295,24 @@ def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks ceilings", description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=MILP_TIME_LIMIT, help="HiGHS seconds per episode, slot-relaxed (default %(default)s)")
     parser.add_argument("--slot-time-limit", type=float, default=SLOT_TIME_LIMIT, help="seconds per episode, K-slot (default %(default)s)")
-    parser.add_argument("--workers", type=int, default=1, help="K-slot episodes searched at once, in processes (default %(default)s)")
+    parser.add_argument("--workers", type=int, default=1, help="K-slot episodes searched at once, in processes, at most the CPUs "
+                        f"this process may use ({max_workers()} here; default %(default)s)")
     parser.add_argument("--only", choices=("relaxed", "slots"), help="solve one of the two (default: both, relaxed first)")
     add_suite_selection(parser)
     args = parser.parse_args(argv)
     for flag, value in (("--time-limit", args.time_limit), ("--slot-time-limit", args.slot_time_limit)):
         if not (math.isfinite(value) and 0 < value <= 3600):
             parser.error(f"{flag} must be in (0, 3600] seconds, got {value}")
-    if args.workers < 1:
-        parser.error(f"--workers must be >= 1, got {args.workers}")
+    if not 1 <= args.workers <= max_workers():
+        parser.error(f"--workers must be in [1, {max_workers()}] (the CPUs this process may use), got {args.workers}")
     start = time.perf_counter()
-    if args.only != "slots":
-        _summary(solve(args.task_sets, args.loads, args.time_limit), "relaxed")
-    if args.only != "relaxed":
-        try:
+    try:
+        if args.only != "slots":
+            _summary(solve(args.task_sets, args.loads, args.time_limit), "relaxed")
+        if args.only != "relaxed":
             _summary(solve_slots(args.task_sets, args.loads, args.slot_time_limit, args.workers), "K-slot")
-        except ImportError as error:
-            parser.error(str(error))
-    print(f"wall time {time.perf_counter() - start:.1f} s; wrote {CEILINGS_PATH}" + ("" if args.only == "relaxed" else f", {SLOT_CEILINGS_PATH}, {SLOT_SCHEDULES_PATH}"))
+    except (ImportError, ValueError) as error:  # the solver extra missing; a stored file that fails its checks (named)
+        parser.error(str(error))
+    print(f"wall time {time.perf_counter() - start:.1f} s; wrote {CEILINGS_PATH}"
+          + ("" if args.only == "relaxed" else f", {SLOT_CEILINGS_PATH}, {SLOT_SCHEDULES_PATH}, {slot_manifest_path(SLOT_CEILINGS_PATH)}"))
     return 0

@@ -34,6 +34,15 @@ interrupted run resumes (with the slice and backend it started with; another one
 ``OUT/fidelity/fidelity.json`` and ``fidelity.png`` at the end. The calibrated replay of each episode
 uses a fit that leaves that episode out (the fit over all episodes is the one shown).
 
+Stored results are verified on resume. Each cell carries its key (:func:`cell_key`: row, episode, the row's
+weights, the workload's sha256, slice, backend, nodes, runs, :data:`CELL_FORMAT`) and the sha256 of its
+content (:func:`benchmarks.cells.checksum`, as benchmark cells); the commit that played it is kept beside
+them. A cell that is unreadable (truncated, a flipped bit), fails its checksum (an edit) or has another key
+is played again, with a line saying why (:func:`read_cell`). ``settings.json`` (the slice, backend, nodes,
+families and profile the cells were played with) is checked field by field; missing while cells exist, or
+malformed, it is an error naming it (exit 2), never a silent new profile. Counts are bounded:
+``--episodes`` at most :data:`MAX_EPISODES`, ``--nodes`` at most :data:`MAX_NODES`.
+
 Live numbers depend on the machine: on a 2-core machine the two worker processes and the scheduler share
 the cores (contention is part of what is measured). ``--backend ray`` runs the nodes as Ray actors
 (``--address`` an existing cluster; the default a local ``ray.init()``). docs/fidelity.md explains the page.
@@ -44,8 +53,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gzip
+import hashlib
 import json
+import math
+import sys
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +67,7 @@ import numpy as np
 from tqdm import tqdm
 
 from benchmarks import add_out, markdown_table, save_figure, write_atomic, write_atomic_bytes, write_results
+from benchmarks.cells import checksum
 from benchmarks.rollout import run_agent
 from benchmarks.stats import paired_difference, t_interval
 from core_env.config import EnvConfig
@@ -84,6 +98,16 @@ TARGET_POINTS = 3.0
 PROFILE_SECONDS = 0.5
 #: Seeded draws of the calibrated simulator with spread per episode (averaged within the episode: one root).
 SPREAD_DRAWS = 10
+#: Bump when a live cell's content would change for the same key (every stored cell is then played again).
+CELL_FORMAT = 2  # 2: cells carry their key and checksum
+#: Most live episodes per row: the default 20 take about 15 minutes on 2 cores, so 1,000 take about 12 hours
+#: (more: resume the same ``--out`` with a larger ``--episodes``; played episodes are kept).
+MAX_EPISODES = 1000
+#: Most worker nodes: each is a process (or Ray actor) holding torch and the tasks it serves, two slots per node.
+MAX_NODES = 64
+#: Worker backends a live run can use, and the longest slice a live source accepts (seconds).
+LIVE_BACKENDS = tuple(sorted(set(BACKENDS) - {"inprocess"}))
+MAX_SLICE_S = 3600.0
 
 
 def specs(families: Sequence[str] | None = None) -> list[TaskSpec]:
@@ -142,21 +166,103 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
     return float(kendalltau(a, b).statistic) if len(a) >= 2 else None
 
 
-def live_cell(row: str, episode: int, workload: Workload, source_args: dict[str, Any], nodes, cells: Path,
+def workload_sha256(workload: Workload) -> str:
+    """The sha256 (20 hex digits) of a workload's tasks and curves: what a live cell was played on."""
+    digest = hashlib.sha256(f"{workload.bank.fingerprint}|{workload.arrival_steps}".encode())
+    for name in ("arrival", "deadline", "target", "batches_per_step", "curve"):
+        digest.update(np.ascontiguousarray(getattr(workload, name)).tobytes())
+    return digest.hexdigest()[:20]
+
+
+def cell_key(row: str, episode: int, workload: Workload, settings: dict[str, Any], runs: Sequence[TaskSpec]) -> dict[str, Any]:
+    """What identifies a live cell (stored in it; a stored cell with another key is played again): the cell
+    format, row, episode, the row's weights (:func:`benchmarks.agents.weights_id`), the workload's sha256,
+    slice, backend, nodes, runs and run length. The commit is kept beside it, not in it: a commit that changes
+    none of these keeps the cells (bump :data:`CELL_FORMAT` when live play itself changes)."""
+    from benchmarks.agents import weights_id
+
+    return {"format": CELL_FORMAT, "row": row, "episode": episode, "weights": weights_id(row), "workload": workload_sha256(workload),
+            "slice_s": settings["slice_s"], "backend": settings["backend"], "n_nodes": settings["n_nodes"],
+            "runs": [[spec.family, spec.run_index] for spec in runs], "run_steps": RUN_STEPS}
+
+
+def cell_path(cells: Path, row: str, episode: int) -> Path:
+    return cells / f"{row.replace(':', '_').replace(',', '_').replace('=', '')}__{episode}.json.gz"
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def cell_problem(cell: Any, key: dict[str, Any]) -> str | None:
+    """Why a stored live cell (as parsed) is not a verified cell of ``key``, or None: its checksum, its key,
+    and the fields the suite reads (completion rate in [0, 1], records and steps lists, wall time >= 0)."""
+    if not isinstance(cell, dict):
+        return f"is not a JSON object (a {type(cell).__name__})"
+    if "checksum" not in cell:
+        return "has no checksum (written before cells carried one)"
+    if cell["checksum"] != checksum(cell):
+        return "fails its checksum (edited or corrupted)"
+    stored = cell.get("key") if isinstance(cell.get("key"), dict) else {}
+    if stored != key:
+        return f"was played as another cell ({', '.join(sorted(k for k in key.keys() | stored.keys() if stored.get(k) != key.get(k)))} differ)"
+    if cell.get("row") != key["row"] or cell.get("episode") != key["episode"]:
+        return f"holds row {cell.get('row')!r} episode {cell.get('episode')!r}, not its key's"
+    if not (_number(cell.get("completion_rate")) and 0.0 <= cell["completion_rate"] <= 1.0):
+        return f"has completion_rate {cell.get('completion_rate')!r}, not in [0, 1]"
+    if not (_number(cell.get("wall_s")) and cell["wall_s"] >= 0):
+        return f"has wall_s {cell.get('wall_s')!r}, not seconds >= 0"
+    if not isinstance(cell.get("records"), list) or not all(isinstance(r, dict) for r in cell["records"]) or not isinstance(cell.get("steps"), list):
+        return "has records or steps that are not lists of objects"
+    return None
+
+
+def read_cell(path: Path, key: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """(the stored cell at ``path`` without its checksum, None) if it verifies (:func:`cell_problem`), (None, why)
+    if it does not or cannot be read, (None, None) if there is none."""
+    if not path.exists():
+        return None, None
+    try:
+        cell = json.loads(gzip.decompress(path.read_bytes()))
+    except (OSError, EOFError, zlib.error, ValueError) as exc:  # truncated, a flipped bit, not UTF-8 or JSON
+        return None, f"is unreadable ({type(exc).__name__}: {exc})"
+    problem = cell_problem(cell, json.loads(json.dumps(key)))
+    return (None, problem) if problem else ({name: value for name, value in cell.items() if name != "checksum"}, None)
+
+
+def save_cell(path: Path, cell: dict[str, Any]) -> dict[str, Any]:
+    """Write ``cell`` gzipped with its checksum (atomically); returns it as :func:`read_cell` will."""
+    body = json.loads(json.dumps({name: value for name, value in cell.items() if name != "checksum"}))
+    write_atomic_bytes(path, gzip.compress((json.dumps({**body, "checksum": checksum(body)}) + "\n").encode(), mtime=0))
+    return body
+
+
+def live_cell(row: str, episode: int, workload: Workload, settings: dict[str, Any], nodes, cells: Path,
               runs: Sequence[TaskSpec], config: EnvConfig) -> dict[str, Any]:
-    """One live episode of ``row`` (read back if its cell was written before)."""
-    path = cells / f"{row.replace(':', '_').replace(',', '_').replace('=', '')}__{episode}.json.gz"
-    if path.exists():
-        return json.loads(gzip.decompress(path.read_bytes()))
+    """One live episode of ``row``: read back if its stored cell verifies (:func:`read_cell`), else played
+    (saying why a stored one is not used) and stored."""
+    path, key = cell_path(cells, row, episode), cell_key(row, episode, workload, settings, runs)
+    stored, problem = read_cell(path, key)
+    if stored is not None:
+        return stored
+    if problem:
+        tqdm.write(f"fidelity: the cell {path} {problem}: playing it again")
+    from benchmarks.report import commit
+
+    cell = play_cell(row, workload, settings["slice_s"], nodes, runs, config)
+    return save_cell(path, {"row": row, "episode": episode, **cell, "key": key, "commit": commit()})
+
+
+def play_cell(row: str, workload: Workload, slice_s: float, nodes, runs: Sequence[TaskSpec], config: EnvConfig) -> dict[str, Any]:
+    """Play one live episode of ``row``: its completion rate, wall time, per-service records and steps."""
     from benchmarks.agents import make_agent
 
-    source = LiveSource(runs, steps=RUN_STEPS, nodes=nodes, **source_args)
+    source = LiveSource(runs, steps=RUN_STEPS, nodes=nodes, slice_s=slice_s)
     began = time.perf_counter()
     stats = run_agent(make_agent(row), [workload], config, task_source=source)
-    cell = {"row": row, "episode": episode, "completion_rate": float(stats["completion_rate"][0]), "wall_s": time.perf_counter() - began,
+    cell = {"completion_rate": float(stats["completion_rate"][0]), "wall_s": time.perf_counter() - began,
             "records": source.records, "steps": source.steps_log}
     source.close(nodes=False)
-    write_atomic_bytes(path, gzip.compress((json.dumps(cell) + "\n").encode(), mtime=0))  # every batch's loss: gzipped
     return cell
 
 
@@ -288,16 +394,63 @@ def figure(result: dict[str, Any], path: Path) -> Path:
     return save_figure(fig, path, dpi=120)
 
 
-def resumed_settings(out: Path, backend: str, slice_s: float | None, families: Sequence[str] | None = None, n_nodes: int = 2) -> dict[str, Any] | None:
-    """The settings of the cells already in ``out`` (``OUT/fidelity``), or None.
+def settings_problem(settings: dict[str, Any]) -> str | None:
+    """Why stored settings are out of range, or None: slice in (0, :data:`MAX_SLICE_S`), a live backend,
+    known families, 1..:data:`MAX_NODES` nodes, a profile of finite rates >= 0."""
+    slice_s, backend, families = settings.get("slice_s"), settings.get("backend"), settings.get("families")
+    nodes, profile = settings.get("n_nodes"), settings.get("profile_batches_per_s")
+    if not (_number(slice_s) and 0.0 < slice_s < MAX_SLICE_S):
+        return f"slice_s = {slice_s!r} is not seconds in (0, {MAX_SLICE_S:g})"
+    if backend not in LIVE_BACKENDS:
+        return f"backend = {backend!r} is not one of {list(LIVE_BACKENDS)}"
+    if not (isinstance(families, list) and families and all(isinstance(f, str) and f in LIVE_FAMILIES for f in families)):
+        return f"families = {families!r} is not a list of live task families"
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
+        return f"n_nodes = {nodes!r} is not an int in [1, {MAX_NODES}]"
+    if not (isinstance(profile, dict) and all(_number(v) and v >= 0 for v in profile.values())):
+        return f"profile_batches_per_s = {profile!r} is not an object of batches per second >= 0"
+    return None
+
+
+def read_settings(out: Path) -> dict[str, Any] | None:
+    """The settings the cells in ``out`` (``OUT/fidelity``) were played with (``settings.json``, checked by
+    :func:`settings_problem`), or None where there are neither settings nor cells.
 
     Raises:
-        ValueError: they were played with another backend, slice, task families or number of nodes than asked for.
+        ValueError: naming ``settings.json``: missing while cells exist (they would be replayed with a new
+            profile's slice), not a JSON object, or a field out of range.
     """
-    path = Path(out) / "settings.json"
+    out = Path(out)
+    path = out / "settings.json"
     if not path.exists():
+        cells = list((out / "cells").glob("*.json.gz")) if (out / "cells").is_dir() else []
+        if cells:
+            raise ValueError(f"{path} is missing, but {len(cells)} cell(s) in {out / 'cells'} were played with the settings it held: "
+                             f"restore it, or delete {out} (or use another --out) to start over")
         return None
-    settings = {"families": list(FAMILIES), "n_nodes": 2, **json.loads(path.read_text())}  # the defaults of runs that did not record them
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not readable JSON ({type(exc).__name__}: {exc})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: not a JSON object (a {type(raw).__name__})")
+    settings = {"families": list(FAMILIES), "n_nodes": 2, **raw}  # the defaults of runs that did not record them
+    problem = settings_problem(settings)
+    if problem:
+        raise ValueError(f"{path}: {problem}; restore it, or delete {out} (or use another --out) to start over")
+    return settings
+
+
+def resumed_settings(out: Path, backend: str, slice_s: float | None, families: Sequence[str] | None = None, n_nodes: int = 2) -> dict[str, Any] | None:
+    """The settings of the cells already in ``out`` (``OUT/fidelity``; :func:`read_settings`), or None.
+
+    Raises:
+        ValueError: :func:`read_settings`'s, or they were played with another backend, slice, task families
+            or number of nodes than asked for.
+    """
+    settings = read_settings(out)
+    if settings is None:
+        return None
     for name, given in (("slice_s", slice_s), ("backend", backend), ("families", list(families or FAMILIES)), ("n_nodes", n_nodes)):
         if given is not None and given != settings[name]:
             raise ValueError(f"{out} holds cells played with {name}={settings[name]!r}, not {given!r}: "
@@ -305,11 +458,28 @@ def resumed_settings(out: Path, backend: str, slice_s: float | None, families: S
     return settings
 
 
+def check_run(episodes: Any, n_nodes: Any, out: Path) -> None:
+    """Raises ValueError unless ``episodes`` is an int in [2, :data:`MAX_EPISODES`], ``n_nodes`` one in
+    [1, :data:`MAX_NODES`], and ``out``, ``out/fidelity`` and its ``cells`` are directories or absent."""
+    for name, value, low, high, why in (("episodes (--episodes)", episodes, 2, MAX_EPISODES, "a CI needs two roots; about 12 h at the top"),
+                                         ("n_nodes (--nodes)", n_nodes, 1, MAX_NODES, "each node is a worker process or actor")):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"{name} must be an int in [{low}, {high:,}] ({why}), got {value!r}")
+    for path in (Path(out), Path(out) / "fidelity", Path(out) / "fidelity" / "cells"):
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"--out: {path} is not a directory")
+
+
+def _say(text: str) -> None:
+    print(f"fidelity: {text}", file=sys.stderr, flush=True)
+
+
 def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process", address: str | None = None, slice_s: float | None = None,
         families: Sequence[str] | None = None, n_nodes: int = 2) -> dict[str, Any]:
     """The suite (module docstring): ``families`` (default :data:`FAMILIES`), ``n_nodes`` nodes with two slots each."""
     from benchmarks.report import commit, machine
 
+    check_run(episodes, n_nodes, out)
     began = time.perf_counter()
     families, config = tuple(families or FAMILIES), config_for(n_nodes)
     runs = specs(families)
@@ -317,8 +487,10 @@ def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process",
     cells_dir = out / "cells"
     cells_dir.mkdir(parents=True, exist_ok=True)
     settings = resumed_settings(out, backend, slice_s, families, n_nodes)  # a resumed run keeps what its cells were played with
+    _say(f"recording the bank of {len(runs)} runs offline")
     bank = record_bank("fidelity", runs, steps=RUN_STEPS)
     plays = workloads(bank, episodes, config)
+    _say(f"starting and warming up {n_nodes} {backend} worker(s)" + ("" if settings else ", then profiling them"))
     nodes = make_nodes(n_nodes, backend, address=address)
     try:
         warm_up(nodes, families)
@@ -329,8 +501,9 @@ def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process",
             settings = {"slice_s": chosen, "profile_batches_per_s": throughput, "backend": backend, "families": list(families), "n_nodes": n_nodes}
             write_atomic(settings_path, json.dumps(settings, indent=1) + "\n")
         # episode by episode, every row in turn: a machine whose speed drifts (a shared VM) slows every row alike
-        cells = [live_cell(row, e, plays[e], {"slice_s": settings["slice_s"]}, nodes, cells_dir, runs, config)
-                 for e in tqdm(range(episodes), desc="fidelity episodes") for row in rows]
+        order = [(e, row) for e in range(episodes) for row in rows]
+        cells = [live_cell(row, e, plays[e], settings, nodes, cells_dir, runs, config)
+                 for e, row in tqdm(order, desc="fidelity live cells", unit="cell")]
     finally:
         nodes.close()
     live = {row: np.array([c["completion_rate"] for c in cells if c["row"] == row]) for row in rows}
@@ -362,7 +535,8 @@ def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process",
               "spread_draws": SPREAD_DRAWS,
               "per_episode": {row: {"live": live[row].tolist(), **{name: simulations[name][row].tolist() for name in VARIANTS}, "trace": trace[row]}
                               for row in rows},
-              "wall_s": time.perf_counter() - began, "live_wall_s": sum(c["wall_s"] for c in cells), "machine": machine(), "commit": commit()}
+              "wall_s": time.perf_counter() - began, "live_wall_s": sum(c["wall_s"] for c in cells), "machine": machine(), "commit": commit(),
+              "cell_commits": sorted({c.get("commit", "unknown") for c in cells})}
     write_results("fidelity", result, out=out)
     figure(result, out / "fidelity.png")
     return result
@@ -371,22 +545,23 @@ def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process",
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks fidelity", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", nargs="+", default=list(ROWS), help=f"rows to run (default: {' '.join(ROWS)})")
-    parser.add_argument("--episodes", type=int, default=EPISODES, help=f"live episodes per row, each its own root (default {EPISODES})")
-    parser.add_argument("--backend", choices=sorted(set(BACKENDS) - {"inprocess"}), default="process", help="worker nodes: processes (default) or Ray actors")
+    parser.add_argument("--episodes", type=int, default=EPISODES, help=f"live episodes per row, each its own root (default {EPISODES}, "
+                        f"at most {MAX_EPISODES:,})")
+    parser.add_argument("--backend", choices=LIVE_BACKENDS, default="process", help="worker nodes: processes (default) or Ray actors")
     parser.add_argument("--address", default=None, help="a Ray cluster's address (with --backend ray; default a local ray.init())")
     parser.add_argument("--slice", type=float, default=None, dest="slice_s", help="seconds per step (default: sized by a profile, module docstring)")
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), help=f"live task families, {RUNS_PER_FAMILY} runs each (default: "
                         f"{' '.join(FAMILIES)}; any of {', '.join(LIVE_FAMILIES)})")
-    parser.add_argument("--nodes", type=int, default=2, help="worker nodes N (two task slots each; default 2)")
+    parser.add_argument("--nodes", type=int, default=2, help=f"worker nodes N (two task slots each; default 2, at most {MAX_NODES})")
     add_out(parser)
     args = parser.parse_args(argv)
     unknown = [f for f in args.families if f not in LIVE_FAMILIES]
     if unknown:
         parser.error(f"--families: unknown live task family(ies) {unknown}; choose from {', '.join(LIVE_FAMILIES)}")
-    if args.nodes < 1:
-        parser.error(f"--nodes must be >= 1, got {args.nodes}")
-    if args.episodes < 2:
-        parser.error(f"--episodes must be >= 2 (a CI needs two roots), got {args.episodes}")
+    try:
+        check_run(args.episodes, args.nodes, args.out)
+    except ValueError as error:
+        parser.error(str(error))
     if args.slice_s is not None and not 0.0 < args.slice_s < 60.0:
         parser.error(f"--slice must be seconds in (0, 60), got {args.slice_s}")
     if args.address is not None and args.backend != "ray":

@@ -172,6 +172,12 @@ The same keyword names in every view (validated by `core_env.config.EnvConfig`, 
   replay it on another N on purpose.
 - `reset(options={"workload": w})` replays any `core_env.workload.Workload`.
 - Unknown option keys give a warning, not an error (PettingZoo's tests pass `{"options": 1}`).
+- An option that would be ignored is refused (ValueError naming it), by one check behind every view
+  (`core_env.generators.reset_options`): `"workload"` goes alone; `"root"`, `"episode"`, `"task_set"`,
+  `"load"`, `"suite_dir"` and `"any_nodes"` need `"suite"` (without it, reset draws a seeded workload);
+  `"load"` and `"suite_dir"` need `"suite": "eval"` (a suite file carries its own load). `options` that
+  is not a mapping, or a `"suite"` / `"suite_dir"` that is not a path (str or path-like), is a TypeError
+  naming it.
 
 Same workload + same actions ⇒ identical observations, rewards and infos, across processes.
 
@@ -423,7 +429,16 @@ obs, rewards, terminated, truncated, infos = envs.step(actions)   # actions (B, 
   the envs of one vector env play on one curve bank, and autoresets draw on the train curves, so suite
   episodes or your own workloads on another bank are refused in the autoreset modes with a message
   saying so); `options={"reset_mask": mask, …}` resets only the masked envs (and with `seed`, reseeds
-  only those, as Gymnasium's vector envs do).
+  only those, as Gymnasium's vector envs do); the mask must be a (B,) bool array (any other dtype is a
+  TypeError: 0.5, NaN, −1 or 2 would each read as True).
+- **Bounds.** `num_envs` is an int in [1, 65536] (`core_env.memory.MAX_NUM_ENVS`; more envs belong in
+  more processes), and its memory, estimated from below before anything is allocated
+  (`core_env.memory.bytes_per_env`: three copies of an env's observation, its slot rows, the tasks a
+  seeded draw brings on average; ~47 KiB per env at the defaults, 51 MiB at N = 256, K = 1024), must fit
+  this machine's memory; otherwise a ValueError names `num_envs` (as it does for `gym.make_vec` and the
+  TorchRL `NodeBatchEnv`, whose batch size is its `num_envs`). Actions must be integers: a float, bool
+  or NaN action is a TypeError, never cast (`NodeBatchEnv` names `("node", "action")` and refuses a
+  `"_reset"` mask that is not bool the same way).
 - **Autoreset** (`autoreset_mode`, declared in `metadata["autoreset_mode"]`): `"next_step"` (default,
   Gymnasium's): the step after an env ends resets it, its action ignored (not even checked), reward 0; `"same_step"`: the
   env is reset within the step that ends it and `infos["final_obs"]` (object array, the final

@@ -14,6 +14,7 @@ import numpy as np
 from core_env.config import EnvConfig
 from core_env.sim import StepOutcome
 from core_env.task_source import TaskSource, check_source
+from core_env.generators import reset_options
 from core_env.vector import EPISODE_KEYS, NODE_KEYS, TEAM_KEYS, EnvBatch
 from core_env.workload import Workload
 
@@ -82,6 +83,9 @@ class Episode:
         self.batch.config = self.batch.sim.config = dataclasses.replace(self.config, max_cycles=value)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        """Start an episode: ``options`` one mapping (or None), checked by :func:`core_env.generators.reset_options`
+        as in every view (an option that would be ignored, e.g. ``root`` without ``suite``, is refused)."""
+        options = reset_options(options)  # before the seed: a refused reset changes nothing
         self.batch.seed(seed)
         self.workload = self.batch.workloads_for([0], options)[0]
         self.batch.reset([self.workload])

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -34,6 +35,47 @@ from core_env.workload import (SUITE_NODES, SUITE_TASK_SETS, Workload, draw_work
 
 #: The reset options :func:`generator_from_options` reads.
 OPTIONS = ("workload", "suite", "suite_dir", "task_set", "load", "root", "episode", "any_nodes")
+
+
+#: Reset options that choose an episode of an evaluation suite: read only with ``"suite"`` (without it,
+#: reset draws a seeded workload), and ``load`` / ``suite_dir`` only with ``"suite": "eval"`` (a suite
+#: file carries its own load).
+SUITE_OPTIONS = ("root", "episode", "task_set", "load", "suite_dir", "any_nodes")
+EVAL_SUITE_OPTIONS = ("load", "suite_dir")
+
+
+def reset_options(options: Any, what: str = "options") -> Mapping[str, Any] | None:
+    """``reset(options=...)`` of one env checked, the one rule of every view (the options themselves:
+    :func:`generator_from_options`, which checks them too): None or a mapping from option names (str); no
+    option that would be ignored: ``workload`` alone, :data:`SUITE_OPTIONS` only with ``suite``, ``load``
+    and ``suite_dir`` only with ``suite="eval"``; ``suite`` and ``suite_dir`` paths (str or path-like).
+    TypeError / ValueError naming the option otherwise. Unknown names are left to the generator (a warning:
+    PettingZoo's own API test resets with ``{"options": 1}``)."""
+    if options is None:
+        return None
+    if not isinstance(options, Mapping):
+        raise TypeError(f"{what} must be a mapping of reset option names to values (or None), got {type(options).__name__} {options!r}")
+    names = [k for k in options if not isinstance(k, str)]
+    if names:
+        raise TypeError(f"{what} must have option names (str) as keys, got {names!r}")
+    others = [k for k in OPTIONS if k in options and k != "workload"]
+    if "workload" in options and others:
+        raise ValueError(f"{what}['workload'] replays that workload, so {others} would be ignored: pass 'workload' alone")
+    chosen = [k for k in SUITE_OPTIONS if k in options]
+    if "suite" not in options:
+        if chosen:
+            raise ValueError(f"{what} {chosen} choose an episode of an evaluation suite and need {what}['suite'] ('eval' or a suite "
+                             "file's path): without 'suite', reset draws a seeded workload and would ignore them")
+        return options
+    for key, kind in (("suite", "'eval' or a suite file's path"), ("suite_dir", "a directory's path")):
+        value = options.get(key)
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"{what}[{key!r}] must be {kind} (str or os.PathLike), got {type(value).__name__} {value!r}")
+    ignored = [k for k in EVAL_SUITE_OPTIONS if k in options]
+    if options["suite"] != "eval" and ignored:
+        raise ValueError(f"{what} {ignored} are read only with {what}['suite'] == 'eval', got suite={options['suite']!r} (a suite "
+                         "file carries its own load): leave them out, or use suite='eval'")
+    return options
 
 
 #: Task sets that name one constructed workload rather than curves to draw from: played once (one root,
@@ -205,7 +247,7 @@ def generator_from_options(config: EnvConfig, options: dict[str, Any] | None) ->
     replayed only on as many nodes as it was generated for (its meta's ``n_nodes``), unless ``"any_nodes":
     True`` says the other N is meant. Unknown option keys are ignored with a warning.
     """
-    options = dict(options or {})
+    options = dict(reset_options(options) or {})
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         warnings.warn(f"ignoring unknown reset option(s) {unknown}; known options: {sorted(OPTIONS)}", stacklevel=4)
@@ -240,4 +282,4 @@ def generator_from_options(config: EnvConfig, options: dict[str, Any] | None) ->
 
 
 __all__ = ["Drawn", "FIXED_SCENARIOS", "Given", "OPTIONS", "Stress", "SuiteEpisode", "WorkloadGenerator", "committed_suite_fits",
-           "generator_for", "generator_from_options", "is_fixed_scenario", "suite_scheme"]
+           "generator_for", "generator_from_options", "is_fixed_scenario", "reset_options", "suite_scheme"]

@@ -38,8 +38,9 @@ from core_env.jit import compiled, unowned
 from core_env.sim import InvalidActionError, Simulator, StepOutcome
 from core_env.task_source import TaskSource, check_source
 from core_env.state import EPISODE_KEYS, INFO_ROWS, STATS, EnvRow, NodeFlag, completion_rate, node_utilization
-from core_env.generators import generator_for
-from core_env.workload import Workload, select_workload
+from core_env.generators import generator_for, generator_from_options, reset_options
+from core_env.memory import check_num_envs
+from core_env.workload import Workload
 
 #: Team keys besides the statistics, the same for every node: ``potential``, the shaped reward's Φ(s) of the
 #: state after the step (0 at reset and with ``reward="sparse"``; see :mod:`core_env.reward`).
@@ -138,11 +139,15 @@ class EnvBatch:
 
     def workloads_for(self, envs: Sequence[int], options: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None) -> list[Workload]:
         """The workload of each environment in ``envs``: ``options`` (one mapping for all, or one per env
-        of ``envs``) as in ``reset(options=...)`` of the single views, else drawn from the env's rng."""
-        per_env = options if isinstance(options, Sequence) and not isinstance(options, (str, bytes)) else [options] * len(envs)
-        if len(per_env) != len(envs):
-            raise ValueError(f"need one options mapping per environment reset ({len(envs)}), got {len(per_env)}")
-        return [select_workload(self.config, self.rngs[b], o) for b, o in zip(envs, per_env)]
+        of ``envs``, each checked by :func:`reset_options`) as in ``reset(options=...)`` of the single views,
+        else drawn from the env's rng."""
+        if isinstance(options, Sequence) and not isinstance(options, (str, bytes)):
+            if len(options) != len(envs):
+                raise ValueError(f"need one options mapping per environment reset ({len(envs)}), got {len(options)}")
+            generators = [generator_from_options(self.config, reset_options(o, f"options[{i}]")) for i, o in enumerate(options)]
+        else:  # one mapping: resolved (and an unknown name warned about) once
+            generators = [generator_from_options(self.config, reset_options(options))] * len(envs)
+        return [generator.workload(self.rngs[b]) for generator, b in zip(generators, envs)]
 
     def reset(self, workloads: Sequence[Workload], envs: Sequence[int] | None = None) -> None:
         """Start episodes on ``workloads``: all B environments, or only those in ``envs``."""
@@ -321,7 +326,8 @@ class DiscreteCoREVectorEnv(VectorEnv):
     """B environments of discrete-node CoRE-Learning as one Gymnasium ``VectorEnv`` (docs/env.md, Vector API).
 
     Args:
-        num_envs: B.
+        num_envs: B, in [1, :data:`MAX_NUM_ENVS`] and within this machine's memory by the estimate of
+            :func:`bytes_per_env` (checked before anything is allocated: ValueError naming num_envs).
         autoreset_mode: ``"next_step"`` (default: the step after an episode ends resets that env, its
             action ignored, reward 0), ``"same_step"`` (reset at once; the final observation and infos in
             ``infos["final_obs"]`` / ``infos["final_info"]``, masked by ``infos["_final_obs"]``) or
@@ -342,16 +348,15 @@ class DiscreteCoREVectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int = 1, autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP, observation: str = "per_node",
                  task_source: TaskSource | None = None, **kwargs: Any) -> None:
-        if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
-            raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
         if observation not in OBSERVATIONS:
             raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
         self.autoreset_mode = autoreset(autoreset_mode)
         config = make_config(**kwargs)
+        num_envs = check_num_envs(num_envs, config, observation)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
-        self.batch = EnvBatch(config, int(num_envs))
+        self.batch = EnvBatch(config, num_envs)
         self.batch.source = check_source(task_source)
-        self.num_envs = int(num_envs)
+        self.num_envs = num_envs
         self.observation_kind = observation
         self.single_observation_space = single_observation_space(config, observation)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
@@ -372,11 +377,21 @@ class DiscreteCoREVectorEnv(VectorEnv):
 
         ``seed``: env i gets ``default_rng(seed + i)`` (or ``seed[i]`` from a sequence). ``options``: one
         mapping for every env (the single views' reset options: ``suite``, ``root``, ``episode``,
-        ``workload``, ...), or a sequence with one mapping per env reset.
+        ``workload``, ..., checked by :func:`reset_options`), or a sequence with one mapping per env reset.
+        ``reset_mask``: a (B,) bool array (any other dtype is refused: TypeError), in the one mapping.
         """
         envs = np.arange(self.num_envs)
+        if isinstance(options, Sequence) and any(isinstance(o, Mapping) and "reset_mask" in o for o in options):
+            raise ValueError("reset_mask goes in one options mapping for every env (options={'reset_mask': mask, ...}), "
+                             "not in a per-env sequence")
         if isinstance(options, Mapping) and "reset_mask" in options:
-            mask = np.asarray(options["reset_mask"], bool)
+            try:
+                mask = np.asarray(options["reset_mask"])
+            except (TypeError, ValueError):
+                mask = np.asarray(None)
+            if mask.dtype != bool:  # 0.5, NaN, -1 or 2 would each read as True
+                raise TypeError(f"reset_mask must be a ({self.num_envs},) array of bools, got {type(options['reset_mask']).__name__} "
+                                f"of dtype {mask.dtype}")
             if mask.shape != (self.num_envs,):
                 raise ValueError(f"reset_mask must have shape ({self.num_envs},), got {mask.shape}")
             if not self.batch.started and not mask.all():
@@ -403,14 +418,20 @@ class DiscreteCoREVectorEnv(VectorEnv):
         self._pending[envs] = False
         return self._observation(), self._infos()
 
-    def step(self, actions: Any):
-        if not self.batch.started:
-            raise RuntimeError("call reset() before step()")
+    def checked_actions(self, actions: Any) -> np.ndarray:
+        """``actions`` as a (B, N) integer array (not cast: a float or bool action is refused, as a NaN is,
+        before any cast could read it as a number); the step checks the range [0, K]."""
         array = np.asarray(actions)
         if array.shape != (self.num_envs, self.batch.N):
             raise ValueError(f"actions must have shape (num_envs, n_nodes) = {(self.num_envs, self.batch.N)}, got {array.shape}")
         if array.dtype.kind not in "iu":
             raise TypeError(f"actions must be integers, got dtype {array.dtype}")
+        return array
+
+    def step(self, actions: Any):
+        if not self.batch.started:
+            raise RuntimeError("call reset() before step()")
+        array = self.checked_actions(actions)
         if self.autoreset_mode == AutoresetMode.NEXT_STEP and self._pending.any():
             array = np.array(array, np.int64)
             array[self._pending] = 0  # envs that reset at this step ignore their actions (they are frozen until then)

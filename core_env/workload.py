@@ -26,6 +26,7 @@ import functools
 import hashlib
 import io
 import json
+import math
 import os
 import zlib
 from pathlib import Path
@@ -47,6 +48,10 @@ CEILINGS_PATH = SUITE_DIR / "ceilings.json"
 #: The K-slot ceilings (:mod:`benchmarks.ceilings`) and their schedules.
 SLOT_CEILINGS_PATH = SUITE_DIR / "slot_ceilings.json"
 SLOT_SCHEDULES_PATH = SUITE_DIR / "slot_schedules.npz"
+#: The sha256 of the K-slot ceilings' two files (``slot_ceilings.json``, ``slot_schedules.npz``), in a manifest
+#: beside them, ``{file name: sha256}`` as the suites' ``manifest.json``: ``python -m benchmarks ceilings``
+#: writes it with them (:func:`benchmarks.ceilings.write_slot_files`) and every read verifies it.
+SLOT_MANIFEST_NAME = "slot_manifest.json"
 SUITE_ROOTS = 10
 SUITE_EPISODES = 4
 SUITE_NODES = 4
@@ -395,9 +400,9 @@ def suite_ceilings(task_set: str, load: str) -> dict[tuple[int, int], dict[str, 
     """The stored slot-relaxed MILP ceilings of a suite, ``{(root, episode): {"completed", "bound", "arrived", "gap", ...}}``.
 
     Raises ValueError when ``ceilings.json`` is missing, holds no entry for the suite, was solved for
-    another version of the suite file (checksum), or lacks an episode.
+    another version of the suite file (checksum), lacks an episode, or fails :func:`read_ceilings`'s checks.
     """
-    return _stored_ceilings(CEILINGS_PATH, "MILP", task_set, load, "run `python -m benchmarks ceilings`")
+    return _stored_ceilings(CEILINGS_PATH, "MILP", task_set, load)
 
 
 def schedule_key(task_set: str, load: str, root: int, episode: int) -> str:
@@ -411,19 +416,156 @@ def suite_slot_ceilings(task_set: str, load: str) -> dict[tuple[int, int], dict[
     whether they meet (``optimal``) or bracket the K-slot optimum (``interval``).
 
     Raises ValueError when ``slot_ceilings.json`` is missing, holds no entry for the suite, was solved for
-    another version of the suite file (checksum) or another slot count, or lacks an episode.
+    another version of the suite file (checksum) or another slot count, lacks an episode, or fails
+    :func:`read_slot_ceilings`'s checks (its manifest's sha256, every entry's ranges).
     """
     from core_env.config import EnvConfig
 
-    return _stored_ceilings(SLOT_CEILINGS_PATH, "K-slot", task_set, load, "run `python -m benchmarks ceilings --only slots`",
-                            {"n_slots": EnvConfig().n_slots})
+    return _stored_ceilings(SLOT_CEILINGS_PATH, "K-slot", task_set, load, {"n_slots": EnvConfig().n_slots})
 
 
-def _stored_ceilings(path: Path, kind: str, task_set: str, load: str, command: str, expect: dict[str, Any] | None = None) -> dict[tuple[int, int], dict[str, Any]]:
-    sha, name = suite_sha256(task_set, load), suite_path(task_set, load).name
-    if not path.exists():
-        raise ValueError(f"no stored {kind} ceilings ({path} is missing); {command}")
-    entry = json.loads(path.read_text()).get(name)
+# --------------------------------------------------------------------------------------------------
+# The stored ceilings: verified and range-checked on every read
+
+#: Numbers every stored ceiling entry holds; a K-slot entry also those its table reads.
+CEILING_FIELDS = ("completed", "bound", "arrived", "gap")
+SLOT_CEILING_FIELDS = (*CEILING_FIELDS, "greedy", "relaxed_bound", "time_limit", "seconds")
+#: Slack allowed between a whole count and a solver's float bound (completed <= bound, bound <= arrived).
+BOUND_TOLERANCE = 1e-6
+_SOLVE = {"MILP": "run `python -m benchmarks ceilings`", "K-slot": "run `python -m benchmarks ceilings --only slots`"}
+
+
+def slot_manifest_path(path: str | os.PathLike | None = None) -> Path:
+    """The manifest listing the sha256 of a K-slot ceilings file (default :data:`SLOT_CEILINGS_PATH`): beside it."""
+    return Path(SLOT_CEILINGS_PATH if path is None else path).parent / SLOT_MANIFEST_NAME
+
+
+def read_slot_manifest(path: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The manifest beside a K-slot ceilings file (:func:`slot_manifest_path`): file name → sha256, ``{}`` where
+    there is none yet. Raises ValueError naming it when it is not a JSON object."""
+    manifest_path = slot_manifest_path(path)
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{manifest_path}: the K-slot ceilings' manifest is not readable JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{manifest_path}: the K-slot ceilings' manifest is not a JSON object of file name -> sha256")
+    return manifest
+
+
+def verified_slot_file(path: str | os.PathLike) -> bytes:
+    """The bytes of a K-slot ceilings file, verified against the sha256 its manifest (:func:`slot_manifest_path`) lists.
+
+    Raises:
+        ValueError: naming the file, when it is missing, the manifest is missing, unreadable or does not list
+            it, or the file's sha256 differs from the listed one (an edit, a flipped bit, a truncation).
+    """
+    path = Path(path)
+    manifest_path = slot_manifest_path(path)
+    if not path.is_file():
+        raise ValueError(f"no stored K-slot ceilings ({path} is missing); {_SOLVE['K-slot']}")
+    expected = read_slot_manifest(path).get(path.name)
+    if not isinstance(expected, str):
+        raise ValueError(f"{path}: its sha256 is not listed in {manifest_path}; write the K-slot ceilings with `python -m benchmarks ceilings`")
+    data = path.read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise ValueError(f"checksum mismatch for {path}: {manifest_path.name} lists sha256 {expected}, the file has {actual} (edited or "
+                         f"corrupted); restore it (git checkout) or {_SOLVE['K-slot']}")
+    return data
+
+
+def read_slot_schedules(path: str | os.PathLike | None = None) -> dict[str, np.ndarray]:
+    """The stored K-slot schedules (default :data:`SLOT_SCHEDULES_PATH`): :func:`schedule_key` → (S, 2) uint16
+    (step, task) services, the file verified first (:func:`verified_slot_file`; raises its ValueError)."""
+    from core_env.npz import read_npz
+
+    path = Path(SLOT_SCHEDULES_PATH if path is None else path)
+    verified_slot_file(path)
+    return read_npz(path)
+
+
+def read_slot_ceilings(path: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Every stored K-slot ceiling (default :data:`SLOT_CEILINGS_PATH`; suite file name → its entry), the file
+    verified against its manifest (:func:`verified_slot_file`) and every entry range-checked (:func:`ceiling_problem`).
+
+    Raises:
+        ValueError: naming the file (and the entry) when it is missing, fails its checksum, is not JSON of
+            ``{suite file: {"sha256", "episodes": {"root/episode": entry}}}``, or an entry is out of range.
+    """
+    path = Path(SLOT_CEILINGS_PATH if path is None else path)
+    return _checked_store(path, verified_slot_file(path), "K-slot")
+
+
+def read_ceilings(path: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Every stored slot-relaxed ceiling (default :data:`CEILINGS_PATH`), every entry range-checked
+    (:func:`ceiling_problem`); raises ValueError naming the file and the entry as :func:`read_slot_ceilings`."""
+    path = Path(CEILINGS_PATH if path is None else path)
+    if not path.is_file():
+        raise ValueError(f"no stored MILP ceilings ({path} is missing); {_SOLVE['MILP']}")
+    return _checked_store(path, path.read_bytes(), "MILP")
+
+
+def _checked_store(path: Path, data: bytes, kind: str) -> dict[str, Any]:
+    try:
+        store = json.loads(data)
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError
+        raise ValueError(f"{path}: not valid JSON ({exc}); {_SOLVE[kind]}") from None
+    problem = ceilings_problem(store, SLOT_CEILING_FIELDS if kind == "K-slot" else CEILING_FIELDS)
+    if problem is not None:
+        raise ValueError(f"{path}: {problem}; {_SOLVE[kind]}")
+    return store
+
+
+def ceilings_problem(store: Any, fields: Sequence[str] = CEILING_FIELDS) -> str | None:
+    """Why the content of a ceilings file is not ``{suite file: {"sha256": str, "episodes": {key: entry}}}`` with
+    every entry in range (:func:`ceiling_problem`), naming the entry; None when it is."""
+    if not isinstance(store, dict):
+        return f"not a JSON object of suite files (a {type(store).__name__})"
+    for name, entry in store.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str) or not isinstance(entry.get("episodes"), dict):
+            return f"entry {name!r} is not an object with a 'sha256' string and an 'episodes' object"
+        for key, episode in entry["episodes"].items():
+            problem = ceiling_problem(episode, fields)
+            if problem is not None:
+                return f"entry {name!r} episode {key!r}: {problem}"
+    return None
+
+
+def ceiling_problem(entry: Any, fields: Sequence[str] = CEILING_FIELDS) -> str | None:
+    """Why one stored episode's ceiling is out of range, or None: ``fields`` present and numbers, every number
+    finite and >= 0, ``completed`` and ``arrived`` whole, completed <= arrived, completed <= bound <= arrived
+    (within :data:`BOUND_TOLERANCE`), gap <= 1."""
+    if not isinstance(entry, dict):
+        return f"not an object (a {type(entry).__name__})"
+    missing = [name for name in fields if name not in entry]
+    if missing:
+        return f"lacks {missing}"
+    for name, value in entry.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if name in fields and not number:
+            return f"{name} = {value!r} is not a number"
+        if number and not (math.isfinite(value) and value >= 0):
+            return f"{name} = {value!r} is not a finite number >= 0"
+    completed, bound, arrived = entry["completed"], entry["bound"], entry["arrived"]
+    if completed != int(completed) or arrived != int(arrived):
+        return f"completed {completed!r} and arrived {arrived!r} must be whole numbers"
+    if completed > arrived:
+        return f"completed {completed!r} exceeds arrived {arrived!r}"
+    if completed > bound + BOUND_TOLERANCE:
+        return f"completed {completed!r} exceeds the proven bound {bound!r}"
+    if bound > arrived + BOUND_TOLERANCE:
+        return f"bound {bound!r} exceeds arrived {arrived!r}"
+    if entry["gap"] > 1:
+        return f"gap {entry['gap']!r} exceeds 1"
+    return None
+
+
+def _stored_ceilings(path: Path, kind: str, task_set: str, load: str, expect: dict[str, Any] | None = None) -> dict[tuple[int, int], dict[str, Any]]:
+    sha, name, command = suite_sha256(task_set, load), suite_path(task_set, load).name, _SOLVE[kind]
+    entry = (read_slot_ceilings(path) if kind == "K-slot" else read_ceilings(path)).get(name)
     if entry is None or entry.get("sha256") != sha or any(entry.get(k) != v for k, v in (expect or {}).items()):
         raise ValueError(f"the stored {kind} ceilings of {name} are missing or were solved for another version of the file; {command}")
     out = {}

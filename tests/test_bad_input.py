@@ -244,6 +244,58 @@ def test_bad_suite_options_raise_and_a_later_reset_works(options, exc, match):
     assert trajectory_digest(env.reset(options=good)) == trajectory_digest(reference.reset(options=good))
 
 
+def _view(name):
+    if name == "parallel":
+        return discrete_core_v1.parallel_env(**CONFIG)
+    if name == "gym":
+        return DiscreteCoREEnv(**CONFIG)
+    if name == "gym.make":
+        return gym.make(core_env.GYM_ID, **CONFIG)
+    return gym.make_vec(core_env.GYM_ID, num_envs=2, vectorization_mode="vector_entry_point", autoreset_mode="disabled", **CONFIG)
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("view", ["parallel", "gym", "gym.make", "vector"])
+@pytest.mark.parametrize("options, exc, match", [
+    # an option that would be ignored: root without suite drew a seeded workload
+    ({"root": 3}, ValueError, r"options \['root'\] choose an episode of an evaluation suite and need options\['suite'\].*would ignore"),
+    ({"episode": 1, "load": "x2", "suite_dir": "d"}, ValueError, r"options \['episode', 'load', 'suite_dir'\] choose an episode"),
+    ({"any_nodes": True}, ValueError, r"\['any_nodes'\] choose an episode .*need options\['suite'\]"),
+    ({"workload": "w", "root": 1}, ValueError, r"options\['workload'\] replays that workload, so \['root'\] would be ignored"),
+    ({"suite": "eval", "workload": "w"}, ValueError, r"so \['suite'\] would be ignored"),
+    ({"suite": "my_suite.npz", "load": "x2", "root": 0}, ValueError, r"options \['load'\] are read only with options\['suite'\] == 'eval'"),
+    ({"suite": "my_suite.npz", "suite_dir": "d"}, ValueError, r"\['suite_dir'\] are read only with options\['suite'\] == 'eval'"),
+    # types, each naming the option: these gave TypeErrors that named no option
+    (1, TypeError, r"options must be a mapping of reset option names to values \(or None\), got int 1"),
+    ("eval", TypeError, r"options must be a mapping .*got str 'eval'"),
+    ({"suite": "eval", "suite_dir": 5}, TypeError, r"options\['suite_dir'\] must be a directory's path \(str or os.PathLike\), got int 5"),
+    ({"suite": 5}, TypeError, r"options\['suite'\] must be 'eval' or a suite file's path \(str or os.PathLike\), got int 5"),
+    ({1: "eval"}, TypeError, r"options must have option names \(str\) as keys, got \[1\]"),
+])
+def test_reset_options_that_would_be_ignored_or_mistyped_are_refused_in_every_view(view, options, exc, match):
+    env = _view(view)
+    with pytest.raises(exc, match=match):
+        env.reset(seed=1, options=options)
+    reference = _view(view)
+    assert trajectory_digest(env.reset(seed=1)) == trajectory_digest(reference.reset(seed=1))  # still usable, as if never asked
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("view", ["parallel", "gym"])
+def test_a_single_view_takes_one_options_mapping_not_a_sequence(view):
+    with pytest.raises(TypeError, match=r"options must be a mapping .*got list"):
+        _view(view).reset(options=[{"suite": "eval", "root": 0, "episode": 0, "any_nodes": True}])
+
+
+@pytest.mark.faults
+def test_a_bad_entry_of_per_env_options_is_named_by_its_index():
+    envs = _view("vector")
+    with pytest.raises(ValueError, match=r"options\[1\] \['root'\] choose an episode"):
+        envs.reset(options=[{"suite": "eval", "root": 0, "any_nodes": True}, {"root": 0}])
+    with pytest.raises(TypeError, match=r"options\[0\] must be a mapping .*got int 3"):
+        envs.reset(options=[3, None])
+
+
 @pytest.fixture
 def suite_copy(tmp_path, monkeypatch):
     """A private copy of the committed suites that the loader reads instead (and an empty cache)."""

@@ -187,9 +187,9 @@ def test_slot_ceilings_run_resumes_and_a_longer_run_starts_from_the_stored_sched
     assert len(calls) == 40 and all(limit == 20.0 and hint == [[0, 0]] for limit, hint in calls)
     stored = wl.suite_slot_ceilings("id", "train")[(0, 0)]
     assert stored["completed"] == 2 and stored["time_limit"] == 20.0 and stored["seconds"] == 2.0
-    store = json.loads(paths["SLOT_CEILINGS_PATH"].read_text())
+    store = wl.read_slot_ceilings()
     del store["id__train.npz"]["episodes"]["0/1"]["milp_seconds"]  # searched before the MILP existed
-    paths["SLOT_CEILINGS_PATH"].write_text(json.dumps(store))
+    ceilings.write_slot_files(store, wl.read_slot_schedules())  # with its manifest (a hand edit fails the checksum)
     calls.clear()
     ceilings.solve_slots(["id"], ["train"], 20.0)
     assert len(calls) == 1 and calls[0][1] is not None  # only that episode, again from its stored schedule

@@ -150,12 +150,12 @@ def test_resuming_with_another_slice_or_backend_exits_2(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--episodes", "1"], "--episodes must be >= 2"),
+    (["--episodes", "1"], r"episodes \(--episodes\) must be an int in \[2, 1,000\]"),
     (["--slice", "0"], r"--slice must be seconds in \(0, 60\)"),
     (["--address", "1.2.3.4:6379"], "--address needs --backend ray"),
     (["--rows", "not-a-row"], "--rows: unknown agent row 'not-a-row'"),
     (["--families", "mlp_wine", "mlp_nope"], r"--families: unknown live task family\(ies\) \['mlp_nope'\]"),
-    (["--nodes", "0"], "--nodes must be >= 1, got 0"),
+    (["--nodes", "0"], r"n_nodes \(--nodes\) must be an int in \[1, 64\] .*got 0"),
 ])
 def test_bad_fidelity_arguments_exit_2(argv, message, capsys):
     from benchmarks import fidelity
@@ -163,3 +163,143 @@ def test_bad_fidelity_arguments_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         fidelity.main(argv)
     assert exit_info.value.code == 2 and re.search(message, capsys.readouterr().err)
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 49's fault campaign: stored live cells and settings are verified, counts bounded
+
+
+@pytest.fixture
+def one_cell(tmp_path, monkeypatch, capsys):
+    """``live_cell`` on a hand-made workload with the live play replaced by a counter; returns
+    (play, path): ``play()`` plays or reads the cell and returns (cell, times played so far, printed text)."""
+    from conftest import tiny_workload
+
+    from benchmarks import fidelity
+    from core_env.live import TaskSpec
+
+    played = []
+
+    def fake(row, workload, slice_s, nodes, runs, config):
+        played.append(row)
+        return {"completion_rate": 0.4, "wall_s": 1.5, "records": [{"t": 0, "trained": 3}], "steps": [{"t": 0}]}
+
+    monkeypatch.setattr(fidelity, "play_cell", fake)
+    workload = tiny_workload([(0, 5, 0.5, 1.0)], arrival_steps=2)
+    settings = {"slice_s": 0.2, "backend": "process", "n_nodes": 2}
+
+    def play(**changed):
+        cell = fidelity.live_cell("edf", 3, workload, {**settings, **changed}, None, tmp_path, [TaskSpec("mlp_wine", 0)], None)
+        return cell, len(played), capsys.readouterr().out
+
+    return play, fidelity.cell_path(tmp_path, "edf", 3)
+
+
+def _regzip(path, edit):
+    cell = json.loads(gzip.decompress(path.read_bytes()))
+    edit(cell)
+    path.write_bytes(gzip.compress(json.dumps(cell).encode(), mtime=0))
+
+
+def _out_of_range(cell):
+    from benchmarks.cells import checksum
+
+    cell["completion_rate"] = 1.5
+    cell["checksum"] = checksum(cell)
+
+
+@pytest.mark.faults
+def test_a_stored_live_cell_carries_its_key_and_checksum_and_is_read_back(one_cell):
+    from benchmarks.cells import checksum
+
+    play, path = one_cell
+    first, played, _ = play()
+    stored = json.loads(gzip.decompress(path.read_bytes()))
+    assert played == 1 and stored["checksum"] == checksum(stored) and stored["commit"]
+    assert {k: stored["key"][k] for k in ("row", "episode", "slice_s", "backend", "n_nodes")} == {
+        "row": "edf", "episode": 3, "slice_s": 0.2, "backend": "process", "n_nodes": 2}
+    again, played, printed = play()
+    assert played == 1 and again == first and printed == ""  # verified: read back, nothing said
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("damage, reason", [
+    (lambda p: _regzip(p, lambda c: c.update(completion_rate=1.0)), "fails its checksum"),  # edited and re-gzipped
+    (lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), "is unreadable (EOFError"),  # truncated
+    (lambda p: p.write_bytes(p.read_bytes()[:20] + bytes([p.read_bytes()[20] ^ 0x10]) + p.read_bytes()[21:]), "is unreadable"),  # a bit
+    (lambda p: _regzip(p, lambda c: c.pop("checksum")), "has no checksum"),  # a cell of an earlier format
+    (lambda p: _regzip(p, _out_of_range), "has completion_rate 1.5, not in [0, 1]"),  # edited, its checksum recomputed
+])
+def test_a_damaged_live_cell_is_played_again_and_says_so(one_cell, damage, reason):
+    play, path = one_cell
+    play()
+    damage(path)
+    cell, played, printed = play()
+    assert played == 2 and cell["completion_rate"] == 0.4
+    assert f"fidelity: the cell {path} {reason}" in printed and printed.endswith(": playing it again\n")
+    assert play()[1] == 2  # the replayed cell verifies
+
+
+@pytest.mark.faults
+def test_a_live_cell_of_another_slice_or_backend_is_played_again(one_cell):
+    play, _ = one_cell
+    play()
+    _, played, printed = play(slice_s=0.3)
+    assert played == 2 and "was played as another cell (slice_s differ)" in printed
+    _, played, printed = play(slice_s=0.3, backend="ray")
+    assert played == 3 and "(backend differ)" in printed
+
+
+def _main_error(fidelity, capsys, *argv):
+    with pytest.raises(SystemExit) as stop:
+        fidelity.main(["--rows", "edf", *argv])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err
+    return err.strip().splitlines()[-1]  # argparse: the usage, then one line "...: error: ..."
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("text, problem", [
+    (None, "settings.json is missing, but 1 cell(s)"),
+    ("{", "settings.json: not readable JSON (JSONDecodeError"),
+    ("[]", "settings.json: not a JSON object (a list)"),
+    ('{"slice_s": "0.3", "backend": "process", "profile_batches_per_s": {}}', "slice_s = '0.3' is not seconds"),
+    ('{"slice_s": 0.3, "backend": "process"}', "profile_batches_per_s = None is not an object"),
+    ('{"slice_s": 0.3, "backend": "process", "profile_batches_per_s": {}, "n_nodes": 2.5}', "n_nodes = 2.5 is not an int"),
+    ('{"slice_s": 0.3, "backend": "process", "profile_batches_per_s": {}, "families": "mlp_wine"}', "families = 'mlp_wine' is not a list"),
+])
+def test_missing_or_malformed_settings_exit_2_naming_the_file(tmp_path, capsys, text, problem):
+    from benchmarks import fidelity
+
+    (tmp_path / "fidelity" / "cells").mkdir(parents=True)
+    (tmp_path / "fidelity" / "cells" / "edf__0.json.gz").write_bytes(b"")
+    if text is not None:
+        (tmp_path / "fidelity" / "settings.json").write_text(text)
+    line = _main_error(fidelity, capsys, "--out", str(tmp_path))
+    assert str(tmp_path / "fidelity" / "settings.json") in line and problem in line
+    with pytest.raises(ValueError, match=re.escape(problem)):  # and the library refuses it before any profile
+        fidelity.run(["edf"], 2, tmp_path)
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("flag, episodes, nodes, message", [
+    ("--episodes", 10**12, 2, r"episodes \(--episodes\) must be an int in \[2, 1,000\] .*got 1000000000000"),
+    ("--nodes", 20, 10**6, r"n_nodes \(--nodes\) must be an int in \[1, 64\] .*got 1000000"),
+])
+def test_counts_beyond_their_documented_bounds_exit_2(flag, episodes, nodes, message, capsys):
+    from benchmarks import fidelity
+
+    assert re.search(message, _main_error(fidelity, capsys, flag, str(max(episodes, nodes))))
+    with pytest.raises(ValueError, match=message):  # the library too, before anything is drawn or started
+        fidelity.run(["edf"], episodes, ".", n_nodes=nodes)
+
+
+@pytest.mark.faults
+def test_out_pointing_at_a_file_exits_2_naming_it(tmp_path, capsys):
+    from benchmarks import fidelity
+
+    (tmp_path / "a-file").write_text("")
+    assert _main_error(fidelity, capsys, "--out", str(tmp_path / "a-file")).endswith(f"--out: {tmp_path / 'a-file'} is not a directory")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "fidelity").write_text("")
+    assert _main_error(fidelity, capsys, "--out", str(tmp_path / "out")).endswith(f"--out: {tmp_path / 'out' / 'fidelity'} is not a directory")

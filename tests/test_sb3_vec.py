@@ -171,3 +171,15 @@ def test_gym_make_env_has_action_masks_method():
     env = gym.make("core_env/DiscreteCoRE-v1", **TINY)
     env.reset(seed=0)
     assert env.action_masks().shape == (N * (K + 1),)
+
+
+@pytest.mark.faults
+def test_float_or_bool_actions_are_refused_never_cast():
+    venv = CoreVecEnv(B, **TINY)
+    venv.seed(0)
+    venv.reset()
+    for bad in (np.full((B, N), 1.9), np.ones((B, N), bool)):
+        with pytest.raises(TypeError, match="integers"):
+            venv.step_async(bad)
+    venv.step(np.zeros((B, N), np.int64))  # integer actions still step
+    venv.close()

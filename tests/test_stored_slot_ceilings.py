@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from core_env.config import LOADS, EnvConfig
-from core_env.npz import read_npz
-from core_env.workload import (SLOT_SCHEDULES_PATH, SUITE_TASK_SETS, load_suite, schedule_key, suite_cells, suite_ceilings,
+from core_env.workload import (SUITE_TASK_SETS, load_suite, read_slot_schedules, schedule_key, suite_cells, suite_ceilings,
                                suite_slot_ceilings)
 from mara_agents.slot_ceiling import OPTIMAL, replay
 
@@ -17,7 +16,7 @@ SUITES = [(t, load) for load in LOADS for t in SUITE_TASK_SETS]
 
 @pytest.fixture(scope="module")
 def schedules() -> dict[str, np.ndarray]:
-    return read_npz(SLOT_SCHEDULES_PATH)
+    return read_slot_schedules()  # verified against slot_manifest.json
 
 
 @pytest.mark.parametrize(("task_set", "load"), SUITES)

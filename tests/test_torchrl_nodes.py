@@ -8,6 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchrl")
 
+from tensordict import TensorDict  # noqa: E402
+
 from core_env.vector import DiscreteCoREVectorEnv  # noqa: E402
 from mara_agents.integrations.common import REPORTED_KEYS, SMALL_ENV  # noqa: E402
 from mara_agents.integrations.torchrl_nodes import GROUP, NodeBatchEnv  # noqa: E402
@@ -88,3 +90,65 @@ def test_bad_input_names_the_problem():
         NodeBatchEnv(0, SMALL_ENV)
     with pytest.raises((ValueError, TypeError), match="n_slots"):
         NodeBatchEnv(2, {"n_slots": -1})
+
+
+# ---------------------------------------------------------------- issue 49: what the vector env refuses (faults)
+
+
+def _started(B: int = 2):
+    env = NodeBatchEnv(B, SMALL_ENV, seed=0)
+    return env, env.reset()
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("value, dtype", [(1.9, torch.float32), (0.9, torch.float32), (float("nan"), torch.float32), (1.0, torch.float64),
+                                          (True, torch.bool)])
+def test_actions_that_are_not_integers_are_refused_never_cast(value, dtype):
+    # 1.9 was cast to 1, 0.9 to idle, True to 1; NaN quoted -9223372036854775808 (the cast's value)
+    env, td = _started()
+    td[GROUP, "action"] = torch.full((2, SMALL_ENV["n_nodes"]), value, dtype=dtype)
+    with pytest.raises(TypeError, match=rf"\('node', 'action'\) must be integers in \[0, {SMALL_ENV['n_slots']}\], got dtype {dtype}") as error:
+        env.step(td)
+    assert "9223372036854775808" not in str(error.value)
+    assert env.vec.batch.sim.t.tolist() == [0, 0]  # nothing stepped
+    td[GROUP, "action"] = torch.zeros((2, SMALL_ENV["n_nodes"]), dtype=torch.int64)
+    assert env.step(td)["next", "stats", "t"].tolist() == [1.0, 1.0]  # still usable
+
+
+@pytest.mark.faults
+def test_actions_of_the_wrong_shape_or_range_name_the_problem():
+    env, td = _started()
+    N = SMALL_ENV["n_nodes"]
+    td[GROUP, "action"] = torch.tensor([[0] * N, [99] + [0] * (N - 1)])
+    with pytest.raises(ValueError, match=r"env 1, node_0: action 99"):
+        env.step(td)
+    with pytest.raises(ValueError, match=r"\('node', 'action'\): actions must have shape"):
+        env._actions(TensorDict({GROUP: {"action": torch.zeros((2, 7), dtype=torch.int64)}}, batch_size=[]))
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("value, dtype", [(0.5, torch.float32), (float("nan"), torch.float32), (-1, torch.int64), (2, torch.int64),
+                                          (1, torch.uint8)])
+def test_a_reset_mask_that_is_not_bool_is_refused_and_resets_nothing(value, dtype):
+    env, td = _started()
+    td[GROUP, "action"] = torch.zeros((2, SMALL_ENV["n_nodes"]), dtype=torch.int64)
+    td = env.step(td)["next"]
+    with pytest.raises(TypeError, match=rf"'_reset' must be a bool mask of shape \(2, 1\), got dtype {dtype}"):
+        env.reset(td.clone().set("_reset", torch.tensor([[value], [0]], dtype=dtype)))  # each read as True: every env reset
+    assert env.vec.batch.sim.t.tolist() == [1, 1]
+    with pytest.raises(ValueError, match=r"'_reset' must be a bool mask of shape \(2, 1\), got shape \(3, 1\)"):
+        env._reset(TensorDict({"_reset": torch.ones((3, 1), dtype=torch.bool)}, batch_size=[]))
+    out = env.reset(td.clone().set("_reset", torch.tensor([[True], [False]])))
+    assert out["stats", "t"].tolist() == [0.0, 1.0]
+
+
+@pytest.mark.faults
+def test_the_batch_size_is_bounded_as_the_vector_envs_num_envs():
+    from core_env.memory import MAX_NUM_ENVS
+
+    with pytest.raises(ValueError, match=rf"num_envs must be in \[1, {MAX_NUM_ENVS}\].*got 1000000"):  # was a MemoryError
+        NodeBatchEnv(10**6, SMALL_ENV)
+    with pytest.raises(ValueError, match=r"num_envs=60000 needs at least .* GiB"):
+        NodeBatchEnv(60000, {"n_nodes": 256, "n_slots": 1024})
+    with pytest.raises(TypeError, match=r"num_envs must be an int"):
+        NodeBatchEnv(2.5, SMALL_ENV)

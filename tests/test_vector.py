@@ -292,3 +292,82 @@ def test_the_compiled_rules_read_each_array_by_its_own_name():
         owner = getattr(sim.arrays, field)
         assert getattr(arrays, field).shape == owner.shape and np.shares_memory(getattr(arrays, field), owner), field
     assert np.shares_memory(sim.arrays.cum, sim.bank.cum) and np.shares_memory(sim.arrays.slope, sim.bank.slope)
+
+
+# ---------------------------------------------------------------- issue 49: bounds and masks (faults)
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("make", [lambda n, **kw: gym.make_vec(core_env.GYM_ID, num_envs=n, vectorization_mode="vector_entry_point", **kw),
+                                  lambda n, **kw: gym.make_vec(core_env.GYM_ID, num_envs=n, **kw), DiscreteCoREVectorEnv],
+                         ids=["make_vec", "make_vec_default_mode", "constructor"])
+def test_num_envs_beyond_the_bound_or_the_memory_is_refused_before_allocation(make):
+    from core_env.memory import MAX_NUM_ENVS
+
+    with pytest.raises(ValueError, match=rf"num_envs must be in \[1, {MAX_NUM_ENVS}\].*got 1000000"):  # was a MemoryError
+        make(10**6)
+    with pytest.raises(ValueError, match=r"num_envs=60000 needs at least .* GiB .*n_nodes=256, n_slots=1024.*more than this machine's"):
+        make(60000, n_nodes=256, n_slots=1024)  # ~51 MiB per env: terabytes
+    with pytest.raises(TypeError, match=r"num_envs must be an int .*got float 2.0"):
+        make(2.0)
+
+
+@pytest.mark.faults
+def test_the_memory_check_reads_the_estimate_against_this_machine(monkeypatch):
+    from core_env import memory
+    from core_env.config import EnvConfig
+
+    per_env = memory.bytes_per_env(EnvConfig())
+    monkeypatch.setattr(memory, "physical_memory", lambda: 100 * per_env)
+    assert DiscreteCoREVectorEnv(100).num_envs == 100
+    with pytest.raises(ValueError, match=r"num_envs=101 needs at least"):
+        DiscreteCoREVectorEnv(101)
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("kwargs", [{}, {"n_nodes": 16, "n_slots": 64, "load": "x2"}, {"n_nodes": 1, "n_slots": 1, "arrival_steps": 1}])
+@pytest.mark.parametrize("observation", ["per_node", "compact"])
+def test_the_memory_estimate_is_a_lower_bound_close_to_what_an_env_holds(kwargs, observation):
+    from core_env.memory import bytes_per_env
+
+    B = 8
+    envs = DiscreteCoREVectorEnv(B, "disabled", observation, **kwargs)
+    obs, _ = envs.reset(seed=0)
+    held = sum(a.nbytes for a in envs.batch.sim._arenas.values()) + sum(v.nbytes for v in obs.values())
+    held += sum(s.low.nbytes + s.high.nbytes for s in envs.observation_space.values())
+    held = held / B + 1024  # and an rng
+    estimate = bytes_per_env(envs.config, observation)
+    assert 0.5 * held <= estimate <= held, (estimate, held)
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("mask", [[0.5, 0.0], [np.nan, 0.0], [-1, 0], [2, 0], [1, 0], "ab", [[True], [False, True]]])
+def test_a_reset_mask_that_is_not_bool_is_refused_and_resets_nothing(mask):
+    envs = DiscreteCoREVectorEnv(2, "disabled", **SMALL)
+    envs.reset(seed=0)
+    envs.step(np.zeros((2, 2), np.int64))
+    with pytest.raises(TypeError, match=r"reset_mask must be a \(2,\) array of bools"):
+        envs.reset(options={"reset_mask": mask})  # 0.5, NaN, -1 and 2 each read as True: every env reset
+    assert envs.batch.sim.t.tolist() == [1, 1]
+    with pytest.raises(ValueError, match="reset_mask goes in one options mapping"):
+        envs.reset(options=[{"reset_mask": np.array([True, False])}, {}])  # was an ignored unknown option
+    envs.reset(options={"reset_mask": np.array([True, False])})
+    assert envs.batch.sim.t.tolist() == [0, 1]
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("actions", [np.full((2, 2), 1.9), np.full((2, 2), 0.9), np.ones((2, 2), bool), np.full((2, 2), np.nan)])
+def test_actions_that_are_not_integers_are_refused_never_cast(actions):
+    envs = DiscreteCoREVectorEnv(2, "disabled", **SMALL)
+    envs.reset(seed=0)
+    with pytest.raises(TypeError, match=rf"actions must be integers, got dtype {actions.dtype}"):
+        envs.step(actions)
+    assert envs.batch.sim.t.tolist() == [0, 0]
+
+
+@pytest.mark.faults
+def test_an_unknown_reset_option_warns_once_per_reset_in_the_vector_env():
+    envs = DiscreteCoREVectorEnv(3, **SMALL)
+    with pytest.warns(UserWarning, match=r"ignoring unknown reset option\(s\) \['colour'\]") as record:
+        envs.reset(seed=0, options={"colour": "red"})
+    assert len([w for w in record if "unknown reset option" in str(w.message)]) == 1

@@ -76,7 +76,8 @@ class CoreVecEnv(VecEnv):
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
-        self._actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs, -1)
+        # not cast: a float or bool action is refused by the vector env, never read as a node's choice
+        self._actions = self.env.checked_actions(np.asarray(actions).reshape(self.num_envs, -1))
 
     def step_wait(self) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, list[dict[str, Any]]]:
         if self._actions is None:

@@ -34,13 +34,21 @@ from core_env.vector import DiscreteCoREVectorEnv
 from mara_agents.integrations.common import REPORTED_KEYS
 
 GROUP = "node"
+ACTION = (GROUP, "action")
 
 
 class NodeBatchEnv(EnvBase):
     """``num_envs`` envs of core_env (keyword arguments: :class:`core_env.config.EnvConfig`) as one TorchRL env.
 
     ``seed``: env i draws its workloads from ``default_rng(seed + i)`` (the vector env's rule); a later
-    :meth:`set_seed` takes effect at the next reset, which then restarts every env.
+    :meth:`set_seed` takes effect at the next reset, which then restarts every env. ``num_envs`` (the batch
+    size B) is bounded as the vector env's is (:func:`core_env.memory.check_num_envs`: at most
+    :data:`core_env.memory.MAX_NUM_ENVS`, and within this machine's memory by an estimate checked before
+    anything is allocated).
+
+    Refused as the vector env refuses them (TypeError / ValueError naming the key): actions ``("node",
+    "action")`` that are not integers (a float, a bool, a NaN: never cast) or not (B, N); a ``"_reset"``
+    mask that is not a bool tensor of B entries (0.5, NaN, -1 or 2 would each read as True).
     """
 
     def __init__(self, num_envs: int = 8, env_kwargs: Mapping[str, Any] | None = None, seed: int | None = None,
@@ -79,10 +87,31 @@ class NodeBatchEnv(EnvBase):
                             for k in REPORTED_KEYS}, batch_size=(B,), device=self.device)
         return TensorDict({GROUP: node, "stats": stats}, batch_size=(B,), device=self.device)
 
+    def _reset_mask(self, tensordict: TensorDictBase | None) -> np.ndarray | None:
+        """The (B,) bool ``"_reset"`` entry of ``tensordict`` (None without one), checked before it is read."""
+        if tensordict is None or "_reset" not in tensordict.keys():
+            return None
+        mask, B = tensordict.get("_reset"), self.batch_size[0]
+        if mask.dtype != torch.bool:
+            raise TypeError(f"'_reset' must be a bool mask of shape ({B}, 1), got dtype {mask.dtype}")
+        if mask.numel() != B:
+            raise ValueError(f"'_reset' must be a bool mask of shape ({B}, 1), got shape {tuple(mask.shape)}")
+        return mask.reshape(-1).cpu().numpy()
+
+    def _actions(self, tensordict: TensorDictBase) -> np.ndarray:
+        """The (B, N) integer actions, never cast (the vector env's check, naming the key)."""
+        action = tensordict.get(ACTION)
+        if action.dtype.is_floating_point or action.dtype.is_complex or action.dtype == torch.bool:
+            raise TypeError(f"{ACTION} must be integers in [0, {self.n_actions - 1}], got dtype {action.dtype}")
+        try:
+            return self.vec.checked_actions(action.cpu().numpy())
+        except ValueError as error:
+            raise ValueError(f"{ACTION}: {error}") from None
+
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
-        mask = None
-        if tensordict is not None and "_reset" in tensordict.keys() and self._started and self._seed is None:
-            mask = tensordict.get("_reset").reshape(-1).cpu().numpy()
+        mask = self._reset_mask(tensordict)
+        if not self._started or self._seed is not None:  # the first reset and a new seed restart every env
+            mask = None
         seed, self._seed = self._seed, None
         obs, infos = self.vec.reset(seed=seed, options=None if mask is None else {"reset_mask": mask})
         self._started = True
@@ -93,8 +122,7 @@ class NodeBatchEnv(EnvBase):
         return out
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        actions = tensordict.get((GROUP, "action")).cpu().numpy()
-        obs, rewards, terminated, truncated, infos = self.vec.step(actions.astype(np.int64, copy=False))
+        obs, rewards, terminated, truncated, infos = self.vec.step(self._actions(tensordict))
         out = self._observe(obs, infos)
         B, N = self.batch_size[0], self.n_nodes
         reward = torch.as_tensor(rewards, dtype=torch.float32, device=self.device).reshape(B, 1, 1).expand(B, N, 1).clone()
