@@ -12,10 +12,12 @@
    ``bound``, a proven upper bound; ``status`` ``optimal`` or ``interval``; the values of the greedy and the
    parking rule's schedules, the search's starts; the time limit and seconds) and the schedules themselves into ``slot_schedules.npz`` (one (S, 2)
    uint16 array of (step, task) services per episode, its sha256 in the JSON), so the stored value can be
-   replayed in the env (tests/test_slot_ceiling.py does). The two files' sha256 go into ``slot_manifest.json``
-   beside them, written with them (:func:`write_slot_files`; Ctrl-C waits until all three are written).
+   replayed in the env (tests/test_slot_ceiling.py does).
 
-Integrity: every read verifies the two K-slot files against their manifest and range-checks every entry of
+The three files' sha256 go into ``slot_manifest.json`` beside them, written with them (:func:`write_stored`;
+Ctrl-C waits until a file and the manifest are both written).
+
+Integrity: every read verifies the three files against their manifest and range-checks every entry of
 both JSON files (:func:`core_env.workload.read_slot_ceilings`, :func:`~core_env.workload.read_ceilings`:
 completed <= bound <= arrived, finite, >= 0); a file that fails is an error naming it (the command exits 2),
 never overwritten or re-solved silently: restore it (``git checkout``) or delete it to solve again.
@@ -48,7 +50,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks import add_suite_selection, write_atomic
+from benchmarks import add_suite_selection
 from core_env import npz
 from core_env.config import LOADS, EnvConfig
 from core_env.workload import (CEILINGS_PATH, SLOT_CEILING_FIELDS, SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH, SUITE_TASK_SETS, ceilings_problem,
@@ -86,7 +88,7 @@ def solve(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tup
                 c = milp_ceiling(load_suite(task_set, load, root, episode), meta["n_nodes"], time_limit)
                 entry["episodes"][key] = {"completed": c.completed, "bound": c.bound, "arrived": c.arrived,
                                           "gap": c.gap, "seconds": round(c.seconds, 3), "status": c.status}
-                write_atomic(CEILINGS_PATH, json.dumps(store, indent=1, sort_keys=True) + "\n")
+                write_stored({Path(CEILINGS_PATH): _json_bytes(store)})
     return store
 
 
@@ -179,10 +181,8 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
 
 
 def write_slot_files(store: dict, schedules: dict[str, np.ndarray]) -> dict[str, str]:
-    """Write the K-slot ceilings (``store``, as :func:`solve_slots` keeps it) and their schedules, each
-    atomically, then their sha256 into the manifest beside them (other entries kept); Ctrl-C is held back
-    until all three are written (in the main thread), so the manifest always matches the files. Returns the
-    sha256 written per file name.
+    """Write the K-slot ceilings (``store``, as :func:`solve_slots` keeps it) and their schedules with their
+    manifest (:func:`write_stored`). Returns the sha256 written per file name.
 
     Raises:
         ValueError: ``store`` fails the range checks every read makes (:func:`core_env.workload.ceilings_problem`); nothing is written.
@@ -190,8 +190,13 @@ def write_slot_files(store: dict, schedules: dict[str, np.ndarray]) -> dict[str,
     problem = ceilings_problem(store, SLOT_CEILING_FIELDS)
     if problem is not None:
         raise ValueError(f"the K-slot ceilings to write are out of range ({problem}); nothing written")
-    files = {Path(SLOT_CEILINGS_PATH): (json.dumps(store, indent=1, sort_keys=True) + "\n").encode(),
-             Path(SLOT_SCHEDULES_PATH): npz.npz_bytes(schedules)}
+    return write_stored({Path(SLOT_CEILINGS_PATH): _json_bytes(store), Path(SLOT_SCHEDULES_PATH): npz.npz_bytes(schedules)})
+
+
+def write_stored(files: dict[Path, bytes]) -> dict[str, str]:
+    """Write stored ceilings files (path → bytes), each atomically, then their sha256 into the manifest
+    beside them (other entries kept); Ctrl-C is held back until all are written (in the main thread), so
+    the manifest always matches the files. Returns the sha256 written per file name."""
     digests = {path.name: hashlib.sha256(data).hexdigest() for path, data in files.items()}
     with _interrupts_held():
         for path, data in files.items():
@@ -199,8 +204,12 @@ def write_slot_files(store: dict, schedules: dict[str, np.ndarray]) -> dict[str,
         for manifest_path in {slot_manifest_path(path) for path in files}:
             manifest = read_slot_manifest(manifest_path)
             manifest.update({path.name: digests[path.name] for path in files if slot_manifest_path(path) == manifest_path})
-            npz.write_atomic(manifest_path, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+            npz.write_atomic(manifest_path, _json_bytes(manifest))
     return digests
+
+
+def _json_bytes(value: dict) -> bytes:
+    return (json.dumps(value, indent=1, sort_keys=True) + "\n").encode()
 
 
 @contextlib.contextmanager

@@ -48,9 +48,9 @@ CEILINGS_PATH = SUITE_DIR / "ceilings.json"
 #: The K-slot ceilings (:mod:`benchmarks.ceilings`) and their schedules.
 SLOT_CEILINGS_PATH = SUITE_DIR / "slot_ceilings.json"
 SLOT_SCHEDULES_PATH = SUITE_DIR / "slot_schedules.npz"
-#: The sha256 of the K-slot ceilings' two files (``slot_ceilings.json``, ``slot_schedules.npz``), in a manifest
-#: beside them, ``{file name: sha256}`` as the suites' ``manifest.json``: ``python -m benchmarks ceilings``
-#: writes it with them (:func:`benchmarks.ceilings.write_slot_files`) and every read verifies it.
+#: The sha256 of the stored ceilings' three files (``ceilings.json``, ``slot_ceilings.json``,
+#: ``slot_schedules.npz``), in a manifest beside them, ``{file name: sha256}`` as the suites' ``manifest.json``:
+#: ``python -m benchmarks ceilings`` writes it with them (:func:`benchmarks.ceilings.write_stored`) and every read verifies it.
 SLOT_MANIFEST_NAME = "slot_manifest.json"
 SUITE_ROOTS = 10
 SUITE_EPISODES = 4
@@ -455,8 +455,9 @@ def read_slot_manifest(path: str | os.PathLike | None = None) -> dict[str, Any]:
     return manifest
 
 
-def verified_slot_file(path: str | os.PathLike) -> bytes:
-    """The bytes of a K-slot ceilings file, verified against the sha256 its manifest (:func:`slot_manifest_path`) lists.
+def verified_slot_file(path: str | os.PathLike, kind: str = "K-slot") -> bytes:
+    """The bytes of a stored ceilings file (``kind`` ``"K-slot"``: the K-slot ceilings or schedules;
+    ``"MILP"``: the slot-relaxed ceilings), verified against the sha256 its manifest (:func:`slot_manifest_path`) lists.
 
     Raises:
         ValueError: naming the file, when it is missing, the manifest is missing, unreadable or does not list
@@ -465,15 +466,15 @@ def verified_slot_file(path: str | os.PathLike) -> bytes:
     path = Path(path)
     manifest_path = slot_manifest_path(path)
     if not path.is_file():
-        raise ValueError(f"no stored K-slot ceilings ({path} is missing); {_SOLVE['K-slot']}")
+        raise ValueError(f"no stored {kind} ceilings ({path} is missing); {_SOLVE[kind]}")
     expected = read_slot_manifest(path).get(path.name)
     if not isinstance(expected, str):
-        raise ValueError(f"{path}: its sha256 is not listed in {manifest_path}; write the K-slot ceilings with `python -m benchmarks ceilings`")
+        raise ValueError(f"{path}: its sha256 is not listed in {manifest_path}; write the {kind} ceilings with {_SOLVE[kind][4:]}")
     data = path.read_bytes()
     actual = hashlib.sha256(data).hexdigest()
     if actual != expected:
         raise ValueError(f"checksum mismatch for {path}: {manifest_path.name} lists sha256 {expected}, the file has {actual} (edited or "
-                         f"corrupted); restore it (git checkout) or {_SOLVE['K-slot']}")
+                         f"corrupted); restore it (git checkout) or {_SOLVE[kind]}")
     return data
 
 
@@ -500,12 +501,10 @@ def read_slot_ceilings(path: str | os.PathLike | None = None) -> dict[str, Any]:
 
 
 def read_ceilings(path: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Every stored slot-relaxed ceiling (default :data:`CEILINGS_PATH`), every entry range-checked
-    (:func:`ceiling_problem`); raises ValueError naming the file and the entry as :func:`read_slot_ceilings`."""
+    """Every stored slot-relaxed ceiling (default :data:`CEILINGS_PATH`), the file verified against its
+    manifest (:func:`verified_slot_file`) and every entry range-checked (:func:`ceiling_problem`); raises ValueError naming the file and the entry as :func:`read_slot_ceilings`."""
     path = Path(CEILINGS_PATH if path is None else path)
-    if not path.is_file():
-        raise ValueError(f"no stored MILP ceilings ({path} is missing); {_SOLVE['MILP']}")
-    return _checked_store(path, path.read_bytes(), "MILP")
+    return _checked_store(path, verified_slot_file(path, "MILP"), "MILP")
 
 
 def _checked_store(path: Path, data: bytes, kind: str) -> dict[str, Any]:

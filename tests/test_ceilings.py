@@ -118,7 +118,7 @@ def test_ceilings_run_resumes_after_an_interruption_and_the_reader_checks_checks
     from core_env import workload as wl
     from mara_agents.bounds import Ceiling
 
-    path = tmp_path / "ceilings.json"
+    path = tmp_path / "ceilings.json"  # its manifest beside it, written with it
     monkeypatch.setattr(ceilings, "CEILINGS_PATH", path)
     monkeypatch.setattr(wl, "CEILINGS_PATH", path)
     solved = []
@@ -142,7 +142,7 @@ def test_ceilings_run_resumes_after_an_interruption_and_the_reader_checks_checks
     assert len(wl.suite_ceilings("id", "train")) == 40
     store = json.loads(path.read_text())
     store["id__train.npz"]["sha256"] = "0" * 64  # solved for another version of the suite file
-    path.write_text(json.dumps(store))
+    ceilings.write_stored({path: json.dumps(store).encode()})
     with pytest.raises(ValueError, match="another version of the file"):
         wl.suite_ceilings("id", "train")
 

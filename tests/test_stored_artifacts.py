@@ -14,13 +14,13 @@ import pytest
 from benchmarks import ceilings
 from core_env import workload as wl
 
-SLOT_FILES = ("slot_ceilings.json", "slot_schedules.npz", wl.SLOT_MANIFEST_NAME)
+SLOT_FILES = ("ceilings.json", "slot_ceilings.json", "slot_schedules.npz", wl.SLOT_MANIFEST_NAME)
 
 
 @pytest.fixture
 def stored(tmp_path, monkeypatch):
     """Copies of the shipped ceilings files in ``tmp_path``, which every reader and writer then uses."""
-    for name in (*SLOT_FILES, "ceilings.json"):
+    for name in SLOT_FILES:
         shutil.copy(wl.SUITE_DIR / name, tmp_path / name)
     for module in (wl, ceilings):
         monkeypatch.setattr(module, "CEILINGS_PATH", tmp_path / "ceilings.json")
@@ -46,9 +46,9 @@ def _episode(store, key="0/0"):
     return store["id__train.npz"]["episodes"][key]
 
 
-def test_the_shipped_k_slot_files_verify_against_their_manifest():
+def test_the_shipped_ceilings_files_verify_against_their_manifest():
     manifest = json.loads((wl.SUITE_DIR / wl.SLOT_MANIFEST_NAME).read_text())
-    assert set(manifest) == {"slot_ceilings.json", "slot_schedules.npz"}
+    assert set(manifest) == set(SLOT_FILES[:-1])
     for name, sha in manifest.items():
         assert hashlib.sha256((wl.SUITE_DIR / name).read_bytes()).hexdigest() == sha
     assert len(wl.read_slot_ceilings()) == 12 and len(wl.read_slot_schedules()) == 480 and len(wl.read_ceilings()) == 12
@@ -112,13 +112,21 @@ def test_an_out_of_range_or_malformed_k_slot_entry_is_a_value_error_naming_file_
 
 
 @pytest.mark.faults
+def test_an_edited_slot_relaxed_ceiling_fails_its_checksum(stored):
+    _edit(stored / "ceilings.json", lambda s: _episode(s).update(completed=_episode(s)["completed"] + 1))
+    for read in (lambda: wl.suite_ceilings("id", "train"), ceilings.table):
+        with pytest.raises(ValueError, match=r"checksum mismatch for .*ceilings\.json: slot_manifest\.json lists sha256"):
+            read()
+
+
+@pytest.mark.faults
 @pytest.mark.parametrize("change, problem", [
     (lambda s: _episode(s).update(completed=1238), "entry 'id__train.npz' episode '0/0': completed 1238 exceeds arrived 234"),
     (lambda s: _episode(s).pop("bound"), "episode '0/0': lacks ['bound']"),
     (lambda s: [], "not a JSON object of suite files"),
 ])
 def test_the_slot_relaxed_ceilings_are_range_checked_too(stored, change, problem):
-    _edit(stored / "ceilings.json", change)
+    _edit(stored / "ceilings.json", change, stamp=True)
     for read in (lambda: wl.suite_ceilings("id", "train"), ceilings.table):
         with pytest.raises(ValueError) as error:
             read()
@@ -141,7 +149,7 @@ def test_writing_keeps_the_manifest_consistent(stored):
     _episode(store)["seconds"] += 1.0  # what a longer search does (issue 52)
     digests = ceilings.write_slot_files(store, schedules)
     written = json.loads((stored / wl.SLOT_MANIFEST_NAME).read_text())
-    assert written == {**digests, "other.json": "0" * 64} and digests["slot_schedules.npz"] == manifest["slot_schedules.npz"]
+    assert written == {**manifest, **digests, "other.json": "0" * 64} and digests["slot_schedules.npz"] == manifest["slot_schedules.npz"]
     assert wl.read_slot_ceilings() == store and wl.suite_slot_ceilings("id", "train")[(0, 0)]["seconds"] == _episode(store)["seconds"]
     assert (wl.SUITE_DIR / "slot_ceilings.json").read_bytes() != (stored / "slot_ceilings.json").read_bytes()  # the shipped file untouched
 
