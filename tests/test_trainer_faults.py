@@ -45,6 +45,24 @@ def test_an_output_directory_that_cannot_be_written_exits_2_before_training(caps
     assert stopped.value.code == 2 and "--out /proc/self/run cannot be written" in capsys.readouterr().err
 
 
+def test_an_output_directory_inside_the_shipped_checkpoints_exits_2_unless_overwrite_shipped(tmp_path, monkeypatch, capsys):
+    from mara_agents import cli_checks
+    from mara_agents.checkpoint_files import SHIPPED_DIR
+    from mara_agents.mat import ppo
+
+    for out in (SHIPPED_DIR / "mat", SHIPPED_DIR / "run-that-must-not-exist"):
+        with pytest.raises(SystemExit) as stopped:
+            ppo.main(["--out", str(out), "--steps", "10"])
+        error = capsys.readouterr().err
+        assert stopped.value.code == 2 and f"--out {out} is inside the shipped checkpoints" in error and "pass --overwrite-shipped" in error
+    assert not (SHIPPED_DIR / "run-that-must-not-exist").exists()
+    monkeypatch.setattr(cli_checks, "SHIPPED_DIR", tmp_path)  # stands in for mara_agents/checkpoints: the flag lets a run write there
+    cfg, out, _ = ppo.parse_command(["--out", str(tmp_path / "run"), "--steps", "10", "--overwrite-shipped"])
+    assert out == tmp_path / "run" and cfg.steps == 10
+    with pytest.raises(SystemExit):
+        ppo.parse_command(["--out", str(tmp_path / "run"), "--steps", "10"])
+
+
 def test_valid_edges_are_accepted():
     cfg = PPOConfig(steps=1, gamma=1.0, gae_lambda=0.0, ent_coef=0.0, bc_until=0, value_norm_decay=0.0)
     assert cfg.gamma == 1.0 and cfg.minutes is None

@@ -43,7 +43,8 @@ epochs (:meth:`Trainer.update`) and diagnostics; checkpoint I/O and resume compa
 Outputs in OUT: ``train_state.pt`` (everything needed to resume: model, optimizer, value normalizer,
 RNG states, counters, elapsed wall time; written atomically every few minutes, at the end and on
 Ctrl-C / SIGTERM) and, at the end, ``mat.pt`` (policy only) with its manifest ``mat.json``.
-Environments are not checkpointed: a resumed run starts fresh episodes.
+Environments are not checkpointed: a resumed run starts fresh episodes. An OUT inside the package's shipped
+checkpoints (``mara_agents/checkpoints/``) exits 2 unless ``--overwrite-shipped`` is given.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import signal
 import sys
 import time
@@ -69,6 +69,7 @@ from core_env.generators import generator_for
 from core_env.workload import Workload
 from mara_agents import rollout
 from mara_agents.checkpoint_files import non_finite_tensors
+from mara_agents.cli_checks import unwritable
 from mara_agents.mat.agent import POLICY_FILE, make_predictor, save_policy
 from mara_agents.mat.model import MATConfig, MATModel, Tokens, observation_tokens
 from mara_agents.mat.ppo_config import ENV_FLAGS, LIMITS, VARIANTS, PPOConfig, parse_args, parse_command  # noqa: F401  (the trainer's arguments)
@@ -600,14 +601,10 @@ class Trainer:
 def main(argv: list[str] | None = None) -> None:
     cfg, out, env_config = parse_command(argv)
     torch.set_num_threads(cfg.threads)
-    try:  # a directory that cannot be made or written (e.g. under /proc) fails here, before any training
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as error:
-        print(f"python -m mara_agents.mat.ppo: error: --out {out} cannot be written: {error.strerror or error}", file=sys.stderr)
-        raise SystemExit(2) from None
+    reason = unwritable(out)  # e.g. under /proc: fails here, before any training
+    if reason is not None:
+        print(f"python -m mara_agents.mat.ppo: error: --out {out} cannot be written: {reason}", file=sys.stderr)
+        raise SystemExit(2)
     trainer = Trainer(cfg, out, env_config=env_config)
     try:
         manifest = trainer.run()

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 from core_env.config import LOADS, EnvConfig
+from mara_agents.cli_checks import add_overwrite_flag, refuse_shipped
 from mara_agents.mat.model import MATConfig
 
 #: variant -> (predictor feature set, reward mode)
@@ -157,9 +158,11 @@ ENV_FLAGS = {"n_nodes": int, "n_slots": int, "load": str, "task_set": str}
 
 
 def parse_command(argv: list[str] | None = None) -> tuple[PPOConfig, Path, EnvConfig]:
-    """(hyperparameters, output directory, environment) of a command line; exit 2 with the reason on bad input."""
+    """(hyperparameters, output directory, environment) of a command line; exit 2 with the reason on bad input,
+    or naming ``--out`` when it lies inside the package's shipped checkpoints without ``--overwrite-shipped``."""
     parser = argparse.ArgumentParser(prog="python -m mara_agents.mat.ppo", description=DESCRIPTION)
     parser.add_argument("--out", type=Path, required=True, help="output directory (rerun the same command to resume)")
+    add_overwrite_flag(parser)
     for field in dataclasses.fields(PPOConfig):
         default = field.default
         kind = {"minutes": float, "steps": int}.get(field.name, type(default))
@@ -174,6 +177,7 @@ def parse_command(argv: list[str] | None = None) -> tuple[PPOConfig, Path, EnvCo
                          help="a load name (train, x1.25, x1.5, x2) or an intensity per node in (0, 1]" if name == "load" else None)
     args = vars(parser.parse_args(argv))
     out = args.pop("out")
+    refuse_shipped(parser, "--out", out, args.pop("overwrite_shipped"))
     env_kwargs = {name: args.pop(name) for name in ENV_FLAGS}
     env_kwargs = {name: value for name, value in env_kwargs.items() if value is not None}
     if "load" in env_kwargs and env_kwargs["load"] not in LOADS:

@@ -46,16 +46,18 @@ it makes validation worse (the checkpoint manifest scores the grid). A task with
 is censored (median and quantiles inf, p_within_budget 0).
 
 **Checkpoint.** ``NAME.pt`` (torch state_dict, weights only) beside ``NAME.json`` (format, config, sha256 of
-the weights file, data split, seed, training wall time, validation metrics). :func:`load_model` checks
-the format, the config and the sha256 before loading and raises ValueError naming the problem.
+the weights file, data split, seed, training wall time, validation metrics, sampling settings, and
+``digests``: the sha256 of each config key, of each sampling setting and of the weights' sha256).
+:func:`load_model` checks the sha256, the format, the config's ranges (before a model is built), finite
+weights, standard deviations > 0 and the digests, and raises ValueError naming the file and the field: an
+edited config or sampling setting, or weights other than those the manifest was written with, are refused,
+not read silently (:class:`~mara_agents.checkpoint_files.CheckpointKind`, shared with the PFN predictor).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
-import json
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -68,6 +70,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core_env.curves import LOSS_FLOOR
+from mara_agents.checkpoint_files import MAX_WIDTH, SHIPPED_DIR, CheckpointKind, check_config
 from mara_agents.functional import gru_state, linear
 from mara_agents.protocols import QUANTILE_LEVELS, DemandSummary, Predictor
 
@@ -93,8 +96,14 @@ SOLVERS = ("euler", "midpoint")
 #: differences: a report exactly at its target must cross).
 CROSSING_TOLERANCE = 1e-9
 FORMAT = "mara_agents.flow_matching/1"
-CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
+CHECKPOINT_DIR = SHIPPED_DIR
 DEFAULT_CHECKPOINT = CHECKPOINT_DIR / "flow_matching.pt"
+
+
+#: The most samples and ODE steps of a :class:`FlowMatchingPredictor` (its noise is samples x bins floats and
+#: every prediction costs samples x ode_steps velocity evaluations per history).
+MAX_SAMPLES = 4096
+MAX_ODE_STEPS = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,18 +120,8 @@ class FlowConfig:
     bin_widths: tuple[int, ...] = BIN_WIDTHS
 
     def __post_init__(self) -> None:
-        for name in ("history_steps", "gru_hidden", "context", "velocity_hidden"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"FlowConfig.{name} must be an int >= 1, got {value!r}")
-        if isinstance(self.resolution, bool) or not isinstance(self.resolution, (int, float)) or not 0 < self.resolution < math.inf:
-            raise ValueError(f"FlowConfig.resolution must be a positive number, got {self.resolution!r}")
-        if self.history_steps > TAIL:
-            raise ValueError(f"FlowConfig.history_steps must be <= {TAIL}, got {self.history_steps}")
-        widths = tuple(self.bin_widths)
-        if not widths or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
-            raise ValueError(f"FlowConfig.bin_widths must be positive ints, got {self.bin_widths!r}")
-        object.__setattr__(self, "bin_widths", widths)
+        sizes = {"history_steps": TAIL, "gru_hidden": MAX_WIDTH, "context": MAX_WIDTH, "velocity_hidden": MAX_WIDTH}
+        object.__setattr__(self, "bin_widths", check_config("FlowConfig", self, sizes))
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "bin_widths": list(self.bin_widths)}
@@ -482,9 +481,9 @@ class FlowMatchingPredictor(Predictor):
         super().__init__(int(sum(model.config.bin_widths)), levels)
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)}")
-        for label, value in (("samples", samples), ("ode_steps", ode_steps)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{label} must be an int >= 1, got {value!r}")
+        for label, value, high in (("samples", samples, MAX_SAMPLES), ("ode_steps", ode_steps, MAX_ODE_STEPS)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise ValueError(f"{label} must be an int in [1, {high}], got {value!r}")
         if reachable is not None and not 0.0 <= reachable <= 1.0:
             raise ValueError(f"reachable must be a probability in [0, 1] or None, got {reachable!r}")
         self.model = model.eval()
@@ -539,59 +538,28 @@ class FlowMatchingPredictor(Predictor):
 # Checkpoints
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def manifest_path(weights: Path) -> Path:
-    return Path(weights).with_suffix(".json")
+#: FM checkpoints: the digests cover the format, the config, the sampling settings
+#: :meth:`FlowMatchingPredictor.load` takes from the manifest and the weights' sha256; the standard deviations
+#: must be > 0.
+CHECKPOINT = CheckpointKind("flow-matching", FORMAT, DEFAULT_CHECKPOINT, FlowConfig, FlowModel,
+                            digested=("format", "config", "inference", "sha256"), divisors=("summary_std", "future_std"))
 
 
 def save_model(model: FlowModel, path: Path | str, info: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write ``path`` (state_dict) and its manifest ``path.with_suffix('.json')`` atomically; return the manifest.
-    Refuses (ValueError, writing nothing) weights holding a NaN or an infinity."""
-    from mara_agents.checkpoint_files import save_state_dict
-
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return save_state_dict(model.state_dict(), path, "the flow-matching model",
-                           {"format": FORMAT, "config": model.config.to_dict(), "parameters": model.parameter_count(), **(info or {})})
+    Refuses (ValueError, writing nothing) weights holding a NaN or an infinity, or a standard deviation <= 0."""
+    return CHECKPOINT.save(model, path, info)
 
 
 def load_model(path: Path | str = DEFAULT_CHECKPOINT) -> tuple[FlowModel, dict[str, Any]]:
-    """Load a checkpoint written by :func:`save_model`, verifying format, sha256 and config.
+    """Load a checkpoint written by :func:`save_model` (:meth:`~mara_agents.checkpoint_files.CheckpointKind.load`).
 
     Raises:
-        ValueError: a missing or unreadable file, another format, a checksum mismatch, or weights that
-            do not fit the manifest's config.
+        ValueError: a missing or unreadable file, another format, a checksum mismatch, a config out of range or
+            that the weights do not fit, weights holding NaN or inf or a standard deviation <= 0, or a config or
+            sampling setting edited since the checkpoint was written (each naming the file and the field).
     """
-    path = Path(path)
-    meta_path = manifest_path(path)
-    if not path.exists():
-        raise ValueError(f"flow-matching checkpoint {path} is missing")
-    if not meta_path.exists():
-        raise ValueError(f"flow-matching checkpoint manifest {meta_path} is missing")
-    try:
-        manifest = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"flow-matching checkpoint manifest {meta_path} is not valid JSON: {error}") from error
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        found = manifest.get("format") if isinstance(manifest, dict) else None
-        raise ValueError(f"{meta_path} is not a flow-matching checkpoint manifest (format {found!r}, expected {FORMAT!r})")
-    actual = _sha256(path)
-    if manifest.get("sha256") != actual:
-        raise ValueError(f"checksum mismatch for flow-matching checkpoint {path}: manifest says sha256 "
-                         f"{manifest.get('sha256')}, file has {actual}")
-    config = FlowConfig.from_dict(manifest.get("config"))
-    model = FlowModel(config)
-    from mara_agents.checkpoint_files import read_torch_file, refuse_non_finite
-
-    state = read_torch_file(path, "a flow-matching state_dict")
-    refuse_non_finite(state, f"flow-matching checkpoint {path}")
-    try:
-        model.load_state_dict(state, strict=True)
-    except Exception as error:  # torch raises RuntimeError/UnpicklingError/KeyError depending on the damage
-        raise ValueError(f"flow-matching checkpoint {path} does not match its config {config.to_dict()}: {error}") from error
-    return model.eval(), manifest
+    return CHECKPOINT.load(path)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -30,9 +30,13 @@ prediction is a pure function of (history, target, window): no sampling, no depe
 A task with no report yet has no curve to read: it is censored (median inf, p_within_budget 0), as with FM.
 
 **Checkpoint.** ``pfn.pt`` (state_dict) beside ``pfn.json`` (format, config, sha256 of the weights, data
-split, prior seed and size, training command and wall time, validation metrics). :func:`load_model`
-verifies the sha256 (:func:`mara_agents.checkpoint_files.read_verified`), the format and config, and
-refuses non-finite weights; :func:`save_model` refuses them too and writes both files atomically.
+split, prior seed and size, training command and wall time, temperature, validation metrics, and
+``digests``: the sha256 of each config key, of the temperature and of the weights' sha256). :func:`load_model`
+verifies the sha256 (:func:`mara_agents.checkpoint_files.read_verified`), the format, the config's ranges
+(before a model is built), finite weights, standard deviations and temperature > 0 (the manifest's equal to
+the weights'), and the digests, so an edited ``resolution``, ``bin_widths`` or ``temperature`` is refused with
+a ValueError naming the file and the field; :func:`save_model` refuses bad weights too and writes both files
+atomically (:class:`~mara_agents.checkpoint_files.CheckpointKind`, shared with FM).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ import torch
 from torch import nn
 
 from core_env.curves import LOSS_FLOOR
-from mara_agents.checkpoint_files import read_torch_file, read_verified, refuse_non_finite, save_state_dict
+from mara_agents.checkpoint_files import MAX_LAYERS, MAX_WIDTH, SHIPPED_DIR, CheckpointKind, check_config
 from mara_agents.predictors.flow_matching import SUMMARY_FEATURES, STEP_FEATURES, TAIL, FlowConfig, history_features, pack_histories
 from mara_agents.protocols import QUANTILE_LEVELS, DemandSummary, Predictor
 
@@ -58,7 +62,7 @@ HORIZON = int(sum(BIN_WIDTHS))
 #: Declared-information features appended to the curve features (see :func:`features`).
 DECLARED_FEATURES = 5
 FORMAT = "mara_agents.pfn/1"
-CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
+CHECKPOINT_DIR = SHIPPED_DIR
 DEFAULT_CHECKPOINT = CHECKPOINT_DIR / "pfn.pt"
 
 
@@ -74,18 +78,8 @@ class PFNConfig:
     bin_widths: tuple[int, ...] = BIN_WIDTHS
 
     def __post_init__(self) -> None:
-        for name in ("history_steps", "hidden", "layers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"PFNConfig.{name} must be an int >= 1, got {value!r}")
-        if self.history_steps > TAIL:
-            raise ValueError(f"PFNConfig.history_steps must be <= {TAIL}, got {self.history_steps}")
-        if isinstance(self.resolution, bool) or not isinstance(self.resolution, (int, float)) or not 0 < self.resolution < math.inf:
-            raise ValueError(f"PFNConfig.resolution must be a positive number, got {self.resolution!r}")
-        widths = tuple(self.bin_widths)
-        if not widths or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
-            raise ValueError(f"PFNConfig.bin_widths must be positive ints, got {self.bin_widths!r}")
-        object.__setattr__(self, "bin_widths", widths)
+        sizes = {"history_steps": TAIL, "hidden": MAX_WIDTH, "layers": MAX_LAYERS}
+        object.__setattr__(self, "bin_widths", check_config("PFNConfig", self, sizes))
 
     @property
     def inputs(self) -> int:
@@ -228,29 +222,38 @@ class PFNPredictor(Predictor):
 # Checkpoints
 
 
+def check_temperature(manifest: dict[str, Any], model: PFNModel, where: Path) -> None:
+    """ValueError naming ``where`` unless the manifest's ``temperature`` (where present) is a finite number > 0 equal
+    to the weights' temperature buffer (the one the logits are divided by; > 0 is checked as a divisor)."""
+    if "temperature" not in manifest:
+        return
+    value = manifest["temperature"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(f"{where}: temperature must be a finite number > 0, got {value!r}")
+    buffer = float(model.temperature)
+    if float(np.float32(value)) != buffer:
+        raise ValueError(f"{where}: temperature {value!r} differs from the weights' temperature buffer {buffer!r}")
+
+
+#: PFN checkpoints: the digests cover the format, the config, the calibrated temperature and the weights' sha256;
+#: the input standard deviations and the temperature must be > 0.
+CHECKPOINT = CheckpointKind("PFN", FORMAT, DEFAULT_CHECKPOINT, PFNConfig, PFNModel, digested=("format", "config", "temperature", "sha256"),
+                            divisors=("std", "temperature"), check=check_temperature)
+
+
 def save_model(model: PFNModel, path: Path | str, info: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write ``path`` (state_dict) and its manifest ``path.with_suffix('.json')`` atomically; return the manifest.
-    Refuses (ValueError) weights holding a NaN or an infinity."""
-    return save_state_dict(model.state_dict(), path, "the PFN model",
-                           {"format": FORMAT, "config": model.config.to_dict(), "parameters": model.parameter_count(), **(info or {})})
+    Refuses (ValueError, writing nothing) weights holding a NaN or an infinity, or a standard deviation or
+    temperature <= 0."""
+    return CHECKPOINT.save(model, path, info)
 
 
 def load_model(path: Path | str = DEFAULT_CHECKPOINT) -> tuple[PFNModel, dict[str, Any]]:
-    """Load a checkpoint written by :func:`save_model`, verifying sha256, format, config and finite weights.
+    """Load a checkpoint written by :func:`save_model` (:meth:`~mara_agents.checkpoint_files.CheckpointKind.load`).
 
     Raises:
-        ValueError: a missing file or manifest, a checksum mismatch, another format, a config the
-            weights do not fit, or weights holding NaN or inf.
+        ValueError: a missing file or manifest, a checksum mismatch, another format, a config out of range or
+            that the weights do not fit, weights holding NaN or inf, a standard deviation or temperature <= 0,
+            or a config or temperature edited since the checkpoint was written (each naming the file and the field).
     """
-    path, _, manifest = read_verified(path, DEFAULT_CHECKPOINT.name, "PFN checkpoint is missing")
-    if manifest.get("format") != FORMAT:
-        raise ValueError(f"{path.with_suffix('.json')} is not a PFN checkpoint manifest (format {manifest.get('format')!r}, expected {FORMAT!r})")
-    config = PFNConfig.from_dict(manifest.get("config"))
-    state = read_torch_file(path, "a PFN state_dict")
-    refuse_non_finite(state, f"PFN checkpoint {path}")
-    model = PFNModel(config)
-    try:
-        model.load_state_dict(state, strict=True)
-    except Exception as error:  # torch raises RuntimeError/KeyError depending on the mismatch
-        raise ValueError(f"PFN checkpoint {path} does not match its config {config.to_dict()}: {error}") from error
-    return model.eval(), manifest
+    return CHECKPOINT.load(path)

@@ -28,8 +28,11 @@ only (they were how v0 checkpoints, whose targets lay on each task's own curve, 
 timed for the record, and the shipped one is given on the command line (default S = 32, midpoint x 2
 steps: four velocity evaluations, within the 50 ms budget per 1,024 histories).
 
-**Output.** ``mara_agents/checkpoints/flow_matching.pt`` + ``.json`` (see
-:mod:`mara_agents.predictors.flow_matching`), including the measured inference time per 1,024 histories.
+**Output.** ``--out`` (default ``build/fm/flow_matching.pt``) + ``.json`` (see
+:mod:`mara_agents.predictors.flow_matching`), including the measured inference time per 1,024 histories. The
+shipped ``mara_agents/checkpoints/flow_matching.pt`` is replaced only with ``--out`` there and
+``--overwrite-shipped``. Every flag is range-checked when parsed (:mod:`mara_agents.cli_checks`): a bad
+value exits 2 with argparse's error line naming the flag.
 """
 
 from __future__ import annotations
@@ -54,10 +57,16 @@ from core_env.curves import LOSS_FLOOR, CurveBank
 from core_env.curves import corpus as corpus_module
 from core_env.generators import Drawn
 from core_env.workload import DEFAULT_RECIPE, TaskRecipe
+from mara_agents.checkpoint_files import MAX_WIDTH, RESOLUTION_RANGE
+from mara_agents.cli_checks import (BATCH_MAX, BUILD_DIR, EXAMPLES_MAX, SEED_MAX, STEPS_MAX, THREADS_MAX, add_output_flags, float_flag,
+                                    int_flag, output_file)
 from mara_agents.predictors import PREDICTORS
 from mara_agents.predictors.flow_matching import (
     DEFAULT_CHECKPOINT,
     HORIZON,
+    MAX_ODE_STEPS,
+    MAX_SAMPLES,
+    TAIL,
     FlowConfig,
     FlowMatchingPredictor,
     FlowModel,
@@ -263,30 +272,39 @@ def _rounded(metrics: dict[str, float]) -> str:
     return json.dumps({k: round(v, 4) for k, v in metrics.items()})
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m mara_agents.predictors.train_fm`` (every value range-checked when parsed)."""
     defaults = FlowConfig()
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--examples", type=int, default=400_000, help="fit examples simulated")
-    parser.add_argument("--validation-examples", type=int, default=20_000)
-    parser.add_argument("--steps", type=int, default=12000, help="optimizer steps")
-    parser.add_argument("--batch", type=int, default=256, help="histories per step")
-    parser.add_argument("--draws", type=int, default=4, help="(u, z0) draws per history per step")
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--weight-decay", type=float, default=1e-4)
-    parser.add_argument("--history-steps", type=int, default=defaults.history_steps)
-    parser.add_argument("--gru-hidden", type=int, default=defaults.gru_hidden)
-    parser.add_argument("--context", type=int, default=defaults.context)
-    parser.add_argument("--velocity-hidden", type=int, default=defaults.velocity_hidden)
-    parser.add_argument("--resolution", type=float, default=defaults.resolution)
-    parser.add_argument("--samples", type=int, default=32, help="S futures per history at inference")
-    parser.add_argument("--ode-steps", type=int, default=2, help="ODE steps at inference")
+    parser = argparse.ArgumentParser(prog="python -m mara_agents.predictors.train_fm", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    count, width = int_flag(1, EXAMPLES_MAX), int_flag(1, MAX_WIDTH)
+    parser.add_argument("--seed", type=int_flag(0, SEED_MAX), default=0)
+    parser.add_argument("--examples", type=count, default=400_000, help="fit examples simulated")
+    parser.add_argument("--validation-examples", type=count, default=20_000)
+    parser.add_argument("--steps", type=int_flag(1, STEPS_MAX), default=12000, help="optimizer steps")
+    parser.add_argument("--batch", type=int_flag(1, BATCH_MAX), default=256, help="histories per step")
+    parser.add_argument("--draws", type=int_flag(1, 1024), default=4, help="(u, z0) draws per history per step")
+    parser.add_argument("--lr", type=float_flag(0.0, low_open=True), default=2e-3)
+    parser.add_argument("--weight-decay", type=float_flag(0.0), default=1e-4)
+    parser.add_argument("--history-steps", type=int_flag(1, TAIL), default=defaults.history_steps)
+    parser.add_argument("--gru-hidden", type=width, default=defaults.gru_hidden)
+    parser.add_argument("--context", type=width, default=defaults.context)
+    parser.add_argument("--velocity-hidden", type=width, default=defaults.velocity_hidden)
+    parser.add_argument("--resolution", type=float_flag(*RESOLUTION_RANGE), default=defaults.resolution)
+    parser.add_argument("--samples", type=int_flag(1, MAX_SAMPLES), default=32, help="S futures per history at inference")
+    parser.add_argument("--ode-steps", type=int_flag(1, MAX_ODE_STEPS), default=2, help="ODE steps at inference")
     parser.add_argument("--solver", choices=SOLVERS, default="midpoint", help="ODE solver at inference")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--threads", type=int_flag(1, THREADS_MAX), default=2, help="torch CPU threads")
     parser.add_argument("--corpus", type=Path, default=None, help="corpus directory (default: the committed corpus)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_CHECKPOINT, help="weights path (manifest beside it)")
+    add_output_flags(parser, BUILD_DIR / "fm" / DEFAULT_CHECKPOINT.name)
     parser.add_argument("--no-save", action="store_true", help="train and report without writing a checkpoint")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    defaults, parser = FlowConfig(), build_parser()
     args = parser.parse_args(argv)
+    out = None if args.no_save else output_file(parser, args, DEFAULT_CHECKPOINT.name)
 
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -342,9 +360,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "versions": {"torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version()},
         "command": " ".join(["python -m mara_agents.predictors.train_fm", *(sys.argv[1:] if argv is None else argv)]),
     }
-    if not args.no_save:
-        manifest = save_model(model, args.out, info)
-        print(f"saved {args.out} (sha256 {manifest['sha256'][:12]}...) and {args.out.with_suffix('.json').name}")
+    if out is not None:
+        manifest = save_model(model, out, info)
+        print(f"saved {out} (sha256 {manifest['sha256'][:12]}...) and {out.with_suffix('.json').name}")
     return info
 
 

@@ -20,7 +20,10 @@ on a grid). **Validation metrics** (both validation sets; FM and WLS scored besi
 examples for the record): NLL, Brier of P(demand <= budget) with budget = window − h, AUC, ECE,
 capped MAE (cap 120, FM's horizon).
 
-**Output**: ``mara_agents/checkpoints/pfn.pt`` + ``pfn.json`` (:func:`~mara_agents.predictors.pfn.save_model`).
+**Output**: ``--out`` (default ``build/pfn/pfn.pt``) + its manifest ``pfn.json``
+(:func:`~mara_agents.predictors.pfn.save_model`). The shipped ``mara_agents/checkpoints/pfn.pt`` is replaced only
+with ``--out`` there and ``--overwrite-shipped``. Every flag is range-checked when parsed (the validators of
+:mod:`mara_agents.cli_checks`): a bad value exits 2 with argparse's error line naming the flag.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ import platform
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,12 +42,17 @@ from tqdm import tqdm
 
 from core_env.curves import bank_for
 from mara_agents.predictors.curve_prior import RUNS, prior_bank
+from mara_agents.checkpoint_files import MAX_LAYERS, MAX_WIDTH
+from mara_agents.cli_checks import (BATCH_MAX, BUILD_DIR, EXAMPLES_MAX, SEED_MAX, STEPS_MAX, THREADS_MAX, add_output_flags, float_flag,
+                                    int_flag, output_file)
 from mara_agents.predictors.pfn import (DEFAULT_CHECKPOINT, PFNConfig, PFNModel, PFNPredictor, demand_bins, features, save_model)
 from mara_agents.predictors.train_fm import Examples, simulate_examples, split_bank, warmup_cosine
 
 PRIOR_SEED = 20261202
 PRIOR_VALIDATION = 100
 TEMPERATURES = np.round(np.arange(0.6, 2.01, 0.05), 2)
+#: The most prior families ``--families`` may ask for (each is RUNS curves held in memory).
+FAMILIES_MAX = 100_000
 CAP = 120
 
 
@@ -175,30 +182,33 @@ def validation_table(manifest: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m mara_agents.predictors.train_pfn`` (every value range-checked when parsed)."""
     parser = argparse.ArgumentParser(prog="python -m mara_agents.predictors.train_pfn", description=__doc__.split("\n")[0])
-    parser.add_argument("--families", type=int, default=800, help="prior families that train (default 800)")
-    parser.add_argument("--prior-examples", type=int, default=600_000)
-    parser.add_argument("--id-examples", type=int, default=200_000)
-    parser.add_argument("--validation-examples", type=int, default=40_000)
-    parser.add_argument("--prior-share", type=float, default=0.7, help="share of each batch drawn from the prior examples")
+    count = int_flag(1, EXAMPLES_MAX)
+    parser.add_argument("--families", type=int_flag(1, FAMILIES_MAX), default=800, help="prior families that train (default 800)")
+    parser.add_argument("--prior-examples", type=count, default=600_000)
+    parser.add_argument("--id-examples", type=count, default=200_000)
+    parser.add_argument("--validation-examples", type=count, default=40_000)
+    parser.add_argument("--prior-share", type=float_flag(0.0, 1.0), default=0.7, help="share of each batch drawn from the prior examples")
     parser.add_argument("--no-prior", action="store_true", help="train on the id examples only (the ablation)")
-    parser.add_argument("--steps", type=int, default=30_000)
-    parser.add_argument("--batch", type=int, default=1024)
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--weight-decay", type=float, default=1e-4)
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--layers", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=DEFAULT_CHECKPOINT)
+    parser.add_argument("--steps", type=int_flag(1, STEPS_MAX), default=30_000)
+    parser.add_argument("--batch", type=int_flag(1, BATCH_MAX), default=1024)
+    parser.add_argument("--lr", type=float_flag(0.0, low_open=True), default=2e-3)
+    parser.add_argument("--weight-decay", type=float_flag(0.0), default=1e-4)
+    parser.add_argument("--hidden", type=int_flag(1, MAX_WIDTH), default=256)
+    parser.add_argument("--layers", type=int_flag(1, MAX_LAYERS), default=3)
+    parser.add_argument("--threads", type=int_flag(1, THREADS_MAX), default=2)
+    parser.add_argument("--seed", type=int_flag(0, SEED_MAX), default=0)
+    add_output_flags(parser, BUILD_DIR / "pfn" / DEFAULT_CHECKPOINT.name)
     parser.add_argument("--no-progress", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
-    for name in ("families", "prior_examples", "id_examples", "validation_examples", "steps", "batch", "threads"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
-    if not 0.0 <= args.prior_share <= 1.0:
-        parser.error("--prior-share must lie in [0, 1]")
+    out = output_file(parser, args, DEFAULT_CHECKPOINT.name)
     torch.set_num_threads(args.threads)
     started = time.time()
     config = PFNConfig(hidden=args.hidden, layers=args.layers)
@@ -245,8 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "temperature": temperature, "temperature_nll_grid": grid, "validation": metrics, "inference_ms_per_1024_one_thread": round(timing, 2),
             "command": "python -m mara_agents.predictors.train_pfn " + " ".join(sys.argv[1:] if argv is None else argv),
             "machine": {"python": platform.python_version(), "torch": torch.__version__, "processor": platform.machine()}}
-    save_model(model, args.out, info)
-    print(f"wrote {args.out} ({wall:.0f} s); temperature {temperature}; predict 1,024 histories {timing:.1f} ms on one thread")
+    save_model(model, out, info)
+    print(f"wrote {out} ({wall:.0f} s); temperature {temperature}; predict 1,024 histories {timing:.1f} ms on one thread")
     for name, rows in metrics.items():
         for row, m in rows.items():
             print(f"  {name:17s} {row:4s} " + "  ".join(f"{k} {v:.4f}" for k, v in m.items()))
