@@ -76,7 +76,7 @@ from core_env.generators import Drawn
 from core_env.live import LIVE_FAMILIES, LiveSource, TaskSpec, record_bank
 from core_env.live.calibration import calibrate, calibrated
 from core_env.live.replay import LeftTheRecord, SpreadSource, TraceSource
-from core_env.live.workers import BACKENDS, make_nodes
+from core_env.live.workers import BACKENDS, make_nodes, max_nodes
 from core_env.recipe import TaskRecipe
 from core_env.workload import Workload
 
@@ -105,6 +105,9 @@ CELL_FORMAT = 2  # 2: cells carry their key and checksum
 MAX_EPISODES = 1000
 #: Most worker nodes: each is a process (or Ray actor) holding torch and the tasks it serves, two slots per node.
 MAX_NODES = 64
+#: The longest a warm-up or profiling order may take (a run's first build: imports, datasets; then
+#: :data:`PROFILE_SECONDS` of training) before the node is declared failed (NodeFailure naming it).
+ORDER_TIMEOUT_S = 600.0
 #: Worker backends a live run can use, and the longest slice a live source accepts (seconds).
 LIVE_BACKENDS = tuple(sorted(set(BACKENDS) - {"inprocess"}))
 MAX_SLICE_S = 3600.0
@@ -140,8 +143,8 @@ def warm_up(nodes, families: Sequence[str]) -> None:
         key = ("warm-up", family)
         orders = [nodes.submit(n, "serve", key, TaskSpec(family, 0), RUN_STEPS, None, 1, None, True) for n in range(len(nodes))]
         for n, order in enumerate(orders):
-            nodes.result(n, order)
-            nodes.result(n, nodes.submit(n, "drop", [key]))
+            nodes.result(n, order, timeout=ORDER_TIMEOUT_S)
+            nodes.result(n, nodes.submit(n, "drop", [key]), timeout=ORDER_TIMEOUT_S)
 
 
 def profile(nodes, families: Sequence[str], seconds: float | None = None) -> dict[str, float]:
@@ -149,8 +152,9 @@ def profile(nodes, families: Sequence[str], seconds: float | None = None) -> dic
     out = {}
     for family in families:
         key = ("profile", family)
-        result = nodes.result(0, nodes.submit(0, "serve", key, TaskSpec(family, 0), RUN_STEPS, None, None, seconds or PROFILE_SECONDS, True))
-        nodes.result(0, nodes.submit(0, "drop", [key]))
+        result = nodes.result(0, nodes.submit(0, "serve", key, TaskSpec(family, 0), RUN_STEPS, None, None, seconds or PROFILE_SECONDS, True),
+                              timeout=ORDER_TIMEOUT_S)
+        nodes.result(0, nodes.submit(0, "drop", [key]), timeout=ORDER_TIMEOUT_S)
         out[family] = result["losses"].size / result["train_s"]
     return out
 
@@ -458,11 +462,13 @@ def resumed_settings(out: Path, backend: str, slice_s: float | None, families: S
     return settings
 
 
-def check_run(episodes: Any, n_nodes: Any, out: Path) -> None:
+def check_run(episodes: Any, n_nodes: Any, out: Path, backend: str = "process") -> None:
     """Raises ValueError unless ``episodes`` is an int in [2, :data:`MAX_EPISODES`], ``n_nodes`` one in
-    [1, :data:`MAX_NODES`], and ``out``, ``out/fidelity`` and its ``cells`` are directories or absent."""
+    [1, :data:`MAX_NODES`] that a pool on ``backend`` can hold (:func:`core_env.live.workers.max_nodes`), and
+    ``out``, ``out/fidelity`` and its ``cells`` are directories or absent."""
+    most = min(MAX_NODES, max_nodes(backend)) if backend in BACKENDS else MAX_NODES
     for name, value, low, high, why in (("episodes (--episodes)", episodes, 2, MAX_EPISODES, "a CI needs two roots; about 12 h at the top"),
-                                         ("n_nodes (--nodes)", n_nodes, 1, MAX_NODES, "each node is a worker process or actor")):
+                                         ("n_nodes (--nodes)", n_nodes, 1, most, f"each node is a {backend} worker")):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ValueError(f"{name} must be an int in [{low}, {high:,}] ({why}), got {value!r}")
     for path in (Path(out), Path(out) / "fidelity", Path(out) / "fidelity" / "cells"):
@@ -479,7 +485,7 @@ def run(rows: Sequence[str], episodes: int, out: Path, backend: str = "process",
     """The suite (module docstring): ``families`` (default :data:`FAMILIES`), ``n_nodes`` nodes with two slots each."""
     from benchmarks.report import commit, machine
 
-    check_run(episodes, n_nodes, out)
+    check_run(episodes, n_nodes, out, backend)
     began = time.perf_counter()
     families, config = tuple(families or FAMILIES), config_for(n_nodes)
     runs = specs(families)
@@ -559,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"--families: unknown live task family(ies) {unknown}; choose from {', '.join(LIVE_FAMILIES)}")
     try:
-        check_run(args.episodes, args.nodes, args.out)
+        check_run(args.episodes, args.nodes, args.out, args.backend)
     except ValueError as error:
         parser.error(str(error))
     if args.slice_s is not None and not 0.0 < args.slice_s < 60.0:

@@ -155,7 +155,7 @@ def test_resuming_with_another_slice_or_backend_exits_2(tmp_path, capsys):
     (["--address", "1.2.3.4:6379"], "--address needs --backend ray"),
     (["--rows", "not-a-row"], "--rows: unknown agent row 'not-a-row'"),
     (["--families", "mlp_wine", "mlp_nope"], r"--families: unknown live task family\(ies\) \['mlp_nope'\]"),
-    (["--nodes", "0"], r"n_nodes \(--nodes\) must be an int in \[1, 64\] .*got 0"),
+    (["--nodes", "0"], r"n_nodes \(--nodes\) must be an int in \[1, \d+\] .*got 0"),
 ])
 def test_bad_fidelity_arguments_exit_2(argv, message, capsys):
     from benchmarks import fidelity
@@ -284,7 +284,7 @@ def test_missing_or_malformed_settings_exit_2_naming_the_file(tmp_path, capsys, 
 @pytest.mark.faults
 @pytest.mark.parametrize("flag, episodes, nodes, message", [
     ("--episodes", 10**12, 2, r"episodes \(--episodes\) must be an int in \[2, 1,000\] .*got 1000000000000"),
-    ("--nodes", 20, 10**6, r"n_nodes \(--nodes\) must be an int in \[1, 64\] .*got 1000000"),
+    ("--nodes", 20, 10**6, r"n_nodes \(--nodes\) must be an int in \[1, \d+\] .*got 1000000"),
 ])
 def test_counts_beyond_their_documented_bounds_exit_2(flag, episodes, nodes, message, capsys):
     from benchmarks import fidelity
@@ -303,3 +303,17 @@ def test_out_pointing_at_a_file_exits_2_naming_it(tmp_path, capsys):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "fidelity").write_text("")
     assert _main_error(fidelity, capsys, "--out", str(tmp_path / "out")).endswith(f"--out: {tmp_path / 'out' / 'fidelity'} is not a directory")
+
+
+@pytest.mark.faults
+def test_nodes_are_bounded_by_what_the_backends_pool_can_hold(monkeypatch, tmp_path):
+    from benchmarks import fidelity
+    from core_env.live import workers
+
+    monkeypatch.setattr(workers.os, "cpu_count", lambda: 2)
+    most = workers.max_nodes("process")
+    assert most < fidelity.MAX_NODES
+    fidelity.check_run(2, most, tmp_path, "process")
+    with pytest.raises(ValueError, match=rf"n_nodes \(--nodes\) must be an int in \[1, {most}\] \(each node is a process worker\), got {most + 1}"):
+        fidelity.check_run(2, most + 1, tmp_path, "process")  # refused before the bank is recorded, not in make_nodes
+    fidelity.check_run(2, most + 1, tmp_path, "ray")  # a Ray cluster's actors are not this machine's processes

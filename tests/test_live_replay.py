@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import numpy as np
 import pytest
@@ -100,7 +101,9 @@ def test_calibrate_measures_the_spread_of_each_kind_of_service():
     episode = [service(0, 0, 0, 8), service(0, 1, 1, 12), service(1, 0, 0, 12), service(1, 1, 1, 8),
                service(3, 1, 1, 6), service(4, 0, 1, 3)]  # task 1 back after a pause, then moved: two switched services
     assert service_kinds(episode) == ["first", "first", "plain", "plain", "switched", "switched"]
-    fit = calibrate([episode], n_nodes=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing degenerate: no warning
+        fit = calibrate([episode], n_nodes=2)
     assert fit.rates == {"a": 10.0} and fit.curve_rates == {} and fit.speeds == (1.0, 1.0)
     assert fit.switch_cost == pytest.approx(1 - 4.5 / 10)
     assert all(len(fit.spread[kind]) == SPREAD_POINTS for kind in KINDS)
@@ -113,14 +116,16 @@ def test_calibrate_measures_the_spread_of_each_kind_of_service():
         SpreadSource(dataclasses.replace(fit, spread={}), 0)
 
 
+@pytest.mark.faults
 def test_calibrate_survives_switched_services_that_all_trained_nothing():
-    # a busy machine: both switched services of the episode trained 0 batches in their slices
+    # a busy machine: both switched services of the episode trained 0 batches in their slices (issue 49: a ZeroDivisionError)
     def service(t, node, task, trained):
         return {"t": t, "env": 0, "node": node, "task": task, "trained": trained, "family": "a"}
 
     episode = [service(0, 0, 0, 8), service(0, 1, 1, 12), service(1, 0, 0, 12), service(1, 1, 1, 8),
                service(3, 1, 1, 0), service(4, 0, 1, 0)]
-    fit = calibrate([episode], n_nodes=2)
+    with pytest.warns(UserWarning, match=r"every 'switched' service \(2\) trained 0 batches .* left out of the machine's speed paths"):
+        fit = calibrate([episode], n_nodes=2)
     assert fit.rates == {"a": 10.0} and fit.switched == 2
     assert fit.spread["switched"][0] == fit.spread["switched"][-1] == 0.0  # what was measured: nothing trained
     assert fit.paths[0][:2] == (1.0, 1.0)  # the path comes from the services that trained
@@ -154,3 +159,18 @@ def test_spread_source_plays_each_episode_on_a_recorded_machine_path():
     after = {(r["t"], r["node"], r["task"]): r["trained"] for r in halved.records if r["t"] <= first + 1}
     assert before and before.keys() == after.keys() and all(after[k] == pytest.approx(0.5 * before[k]) for k in before)
     assert max(r["t"] for r in halved.records) >= 5 and all(r["trained"] > 0 for r in halved.records)
+
+
+@pytest.mark.faults
+def test_calibrate_leaves_out_a_run_whose_services_all_trained_nothing_with_a_warning():
+    def service(t, node, task, curve, trained):
+        return {"t": t, "env": 0, "node": node, "task": task, "curve": curve, "trained": trained, "family": "a"}
+
+    # run 1 trained nothing on node 1 (a busy machine); run 2 trained 4 there and 8 on node 0
+    episode = [service(0, 0, 0, 0, 8), service(0, 1, 1, 1, 0), service(1, 0, 0, 0, 8), service(1, 1, 1, 1, 0),
+               service(2, 0, 3, 2, 8), service(2, 1, 2, 2, 4)]
+    with pytest.warns(UserWarning, match=r"run\(s\) \[\(1, 'a'\)\] .* trained 0 batches in every unswitched service"):
+        fit = calibrate([episode], n_nodes=2)
+    assert fit.curve_rates[1] == 0.0  # what was measured
+    # node 1's speed from run 2 alone (4 / 6), not with a made-up 1.0 for each of run 1's services
+    assert fit.speeds == pytest.approx(((1 + 1 + 8 / 6) / 3, 4 / 6))

@@ -32,6 +32,7 @@ recomputed on its curve) and to a config (``node_speeds``, ``switch_cost``).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -116,6 +117,10 @@ def _path(services: Sequence[tuple[int, float]]) -> tuple[float, ...]:
 def calibrate(episodes: Iterable[Sequence[Mapping[str, Any]]], n_nodes: int) -> Calibration:
     """The service model fitted to live episodes' records (module docstring), each episode's in order.
 
+    Degenerate records are left out with a warning (``warnings.warn``), never divided by: a run whose every
+    unswitched service trained 0 batches (left out of the node speeds), and a kind of service whose every
+    service trained 0 (left out of the machine's speed paths; its spread is the zeros measured).
+
     Raises:
         ValueError: no unswitched service at all, or a node that never served one.
     """
@@ -139,10 +144,15 @@ def calibrate(episodes: Iterable[Sequence[Mapping[str, Any]]], n_nodes: int) -> 
 
     share: dict[int, list[float]] = defaultdict(list)
     for record in unswitched:
-        share[record["node"]].append(record["trained"] / rate(record) if rate(record) > 0 else 1.0)
+        if rate(record) > 0:
+            share[record["node"]].append(record["trained"] / rate(record))
+    idle = sorted({(record.get("curve"), record["family"]) for record in unswitched if rate(record) == 0}, key=str)
+    if idle:
+        warnings.warn(f"calibrate: run(s) {idle} (curve, family) trained 0 batches in every unswitched service (a slow or shared "
+                      "machine?): their rate is 0, and their services are left out of the node speeds", stacklevel=2)
     missing = [n for n in range(n_nodes) if n not in share]
     if missing:
-        raise ValueError(f"node(s) {missing} served no unswitched task: no speed can be measured for them")
+        raise ValueError(f"node(s) {missing} served no unswitched task (of a run that trained): no speed can be measured for them")
     speeds = tuple(float(np.mean(share[n])) for n in range(n_nodes))
     lost = [record["trained"] / (rate(record) * speeds[record["node"]]) for _, record, kind in rows
             if kind == "switched" and rate(record) * speeds[record["node"]] > 0]
@@ -153,6 +163,11 @@ def calibrate(episodes: Iterable[Sequence[Mapping[str, Any]]], n_nodes: int) -> 
         if planned > 0:
             measured.append((i, record["t"], kind, record["trained"] / planned))
     kind_mean = {kind: float(np.mean([r for _, _, k, r in measured if k == kind] or [1.0])) for kind in KINDS}
+    for kind in KINDS:
+        if kind_mean[kind] == 0:
+            count = sum(k == kind for _, _, k, _ in measured)
+            warnings.warn(f"calibrate: every {kind!r} service ({count}) trained 0 batches (a slow or shared machine?): "
+                          f"{kind!r} services are left out of the machine's speed paths, and their spread is all zeros", stacklevel=2)
     services: dict[int, list[tuple[int, float]]] = defaultdict(list)
     for i, t, kind, ratio in measured:
         if kind_mean[kind] > 0:  # a kind whose every service trained nothing (a slow or shared machine) says nothing of the path

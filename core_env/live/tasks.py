@@ -53,10 +53,46 @@ class LiveTask(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
-    """A run: ``family`` (a corpus family, or ``"module:factory"``) and its ``run_index``."""
+    """A run: ``family`` (a corpus family, or ``"module:factory"``) and its ``run_index``.
+
+    Raises:
+        TypeError: ``family`` not a str, or ``run_index`` not an int (a bool is not one).
+        ValueError: an empty ``family``, or ``run_index`` < 0.
+    """
 
     family: str
     run_index: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.family, str):
+            raise TypeError(f"TaskSpec.family must be a str (a corpus family or 'module:factory'), got {type(self.family).__name__} {self.family!r}")
+        if not self.family:
+            raise ValueError("TaskSpec.family must name a family, got ''")
+        if isinstance(self.run_index, bool) or not isinstance(self.run_index, (int, np.integer)):
+            raise TypeError(f"TaskSpec.run_index must be an int, got {type(self.run_index).__name__} {self.run_index!r}")
+        if self.run_index < 0:
+            raise ValueError(f"run_index must be an int >= 0, got {self.run_index!r}")
+        object.__setattr__(self, "run_index", int(self.run_index))  # a numpy int pickles and compares as the int it is
+
+    def __str__(self) -> str:
+        return f"{self.family!r} #{self.run_index}"
+
+
+def checked_losses(spec: TaskSpec, batches: int, losses: Any) -> np.ndarray:
+    """What ``train(batches)`` of run ``spec`` returned, as the (batches,) float64 losses the protocol promises
+    (the values are not checked: a non-finite loss is the task source's to refuse).
+
+    Raises:
+        TypeError: not numbers.
+        ValueError: not one loss per batch.
+    """
+    try:
+        out = np.asarray(losses, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"task {spec}: train({batches}) returned {type(losses).__name__}, not losses (numbers): {error}") from None
+    if out.shape != (batches,):
+        raise ValueError(f"task {spec}: train({batches}) returned {out.size} losses (shape {out.shape}), expected {batches}: one per batch")
+    return out
 
 
 #: The corpus families a live task can run: all of them (each corpus module's ``run`` re-implemented in
@@ -68,11 +104,11 @@ def build_task(spec: TaskSpec) -> LiveTask:
     """The live task of ``spec``.
 
     Raises:
-        ValueError: an unknown family, or a run index < 0.
-        TypeError: a ``"module:factory"`` whose factory does not return a LiveTask.
+        ValueError: an unknown family.
+        TypeError: ``spec`` not a TaskSpec, or a ``"module:factory"`` whose factory does not return a LiveTask.
     """
-    if not isinstance(spec.run_index, (int, np.integer)) or isinstance(spec.run_index, bool) or spec.run_index < 0:
-        raise ValueError(f"run_index must be an int >= 0, got {spec.run_index!r}")
+    if not isinstance(spec, TaskSpec):
+        raise TypeError(f"spec must be a TaskSpec, got {type(spec).__name__}")
     if spec.family in LIVE_FAMILIES:
         return _CLASSES[FAMILIES[spec.family].module](spec.family, int(spec.run_index))
     if ":" in spec.family:
