@@ -6,8 +6,9 @@ root's episodes. Its result (per-episode statistics and the cell's means) is a J
 cell's key under the cache directory, written atomically (a temporary file unique to the process and
 thread, renamed into place). A run loads the cells it finds valid and computes only the missing or
 corrupt ones, in parallel processes (``workers``) or on a Ray cluster (``backend="ray"``, the optional
-``ray`` extra; ``address`` picks the cluster). Cells that differ only in their root run as one batch, in
-jobs of at most :data:`GROUP_ROOTS` roots.
+``ray`` extra; ``address`` picks the cluster; a job lost with its Ray node or worker is resubmitted, at
+most :data:`NODE_RETRIES` times, with a :class:`NodeLostWarning`: :func:`_compute_ray`). Cells that differ
+only in their root run as one batch, in jobs of at most :data:`GROUP_ROOTS` roots.
 
 Integrity: each saved cell carries ``checksum``, the sha256 of its canonical JSON (``json.dumps`` of the
 result without ``checksum``, ``sort_keys=True``). :meth:`CellStore.load` treats a cell as missing (so it
@@ -47,6 +48,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -533,7 +535,40 @@ def _watch_runner(runner: int, parent: int) -> None:
     os._exit(1)
 
 
+#: How many times a job lost with its Ray node or worker process is resubmitted before the run fails
+#: (the Ray backend; see :func:`_compute_ray`).
+NODE_RETRIES = 3
+#: Seconds without a finished job after which the Ray backend checks that the cluster still has a CPU.
+STALL_SECONDS = 10.0
+
+
+class NodeLostWarning(RuntimeWarning):
+    """Ray backend: a job's node or worker process died with the job in flight; its ``cells`` are resubmitted
+    (none: the cluster has no CPU left and the jobs wait)."""
+
+    def __init__(self, message: str, cells: Sequence[Cell] = ()) -> None:
+        super().__init__(message)
+        self.cells = tuple(cells)
+
+
+def _run_job(work: Work, job: list[Cell]) -> list[dict[str, Any]]:
+    """One job on a Ray worker: the Ray backend's remote function (a worker runs it as ``ray::_run_job``)."""
+    return work(job)
+
+
 def _compute_ray(jobs: Sequence[list[Cell]], address: str | None, work: Work, finish: Finish) -> None:
+    """Jobs as Ray tasks on the cluster at ``address`` (None: start or join a local instance; a Ray
+    already initialised in this process is used, and an ``address`` naming another cluster is an error).
+
+    Node loss: a job whose node or worker process dies while it runs (``NodeDiedError``,
+    ``WorkerCrashedError``, ``LocalRayletDiedError``, or its result lost with its node: ``ObjectLostError``)
+    is resubmitted, at most :data:`NODE_RETRIES` times per job, each time with a :class:`NodeLostWarning`
+    naming its cells; then the run fails with a RuntimeError. Ray's own retries are off (``max_retries=0``),
+    so every resubmission is one of these. Any other error is never retried: a cell's own exception
+    propagates as raised (as does Ray's OutOfMemoryError, a worker killed for memory). A job is finished (delivered, saved) exactly once, by this process, from the one
+    attempt that returned. While no job finishes for :data:`STALL_SECONDS` and the cluster has no CPU left
+    (every worker node lost), a NodeLostWarning says the jobs wait for a node to join. On any exception
+    (KeyboardInterrupt included), finished jobs are delivered and the others cancelled, as with processes."""
     try:
         import ray
     except ImportError:
@@ -541,27 +576,67 @@ def _compute_ray(jobs: Sequence[list[Cell]], address: str | None, work: Work, fi
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    elif address not in (None, "auto") and address != ray.get_runtime_context().gcs_address:
+        raise ValueError(f"address={address!r}: this process is already connected to the Ray cluster at "
+                         f"{ray.get_runtime_context().gcs_address} (ray.shutdown() first, or leave address=None)")
     try:
-        remote = ray.remote(work)
-        pending = {remote.remote(job): job for job in jobs}
-        try:
-            while pending:
-                done, _ = ray.wait(list(pending), num_returns=1)
-                finish(pending[done[0]], ray.get(done[0]))
-                del pending[done[0]]
-        except BaseException:
-            ready = ray.wait(list(pending), num_returns=len(pending), timeout=0)[0] if pending else []
-            for ref in ready:
-                try:
-                    finish(pending.pop(ref), ray.get(ref, timeout=0))
-                except Exception:
-                    continue
-            for ref in pending:
-                try:
-                    ray.cancel(ref, force=True)
-                except Exception:
-                    pass
-            raise
+        _run_on_ray(ray, jobs, work, finish)
     finally:
         if started:
             ray.shutdown()
+
+
+def _run_on_ray(ray, jobs: Sequence[list[Cell]], work: Work, finish: Finish) -> None:
+    remote = ray.remote(max_retries=0, retry_exceptions=False)(_run_job)
+    pending = {remote.remote(work, job): (job, 0) for job in jobs}  # ref -> (job, resubmissions so far)
+    stalled = False
+    try:
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=STALL_SECONDS)
+            if not done:
+                if not stalled and not ray.cluster_resources().get("CPU"):
+                    warnings.warn(NodeLostWarning(f"the Ray cluster has no CPU left (its worker nodes were lost): {len(pending)} "
+                                                  "job(s) wait for a node to join"), stacklevel=2)
+                stalled = True
+                continue
+            stalled = False
+            job, retries = pending.pop(done[0])
+            try:
+                outputs = ray.get(done[0])
+            except Exception as error:
+                if not _node_lost(ray, error):
+                    raise  # the cell's own error: never retried
+                if retries >= NODE_RETRIES:
+                    raise RuntimeError(f"{_describe(job)} lost its Ray node or worker {retries + 1} times "
+                                       f"(last: {type(error).__name__}); giving up") from error
+                warnings.warn(NodeLostWarning(f"{_describe(job)} lost with its Ray node or worker ({type(error).__name__}): "
+                                              f"resubmitted (retry {retries + 1} of {NODE_RETRIES})", job), stacklevel=2)
+                pending[remote.remote(work, job)] = (job, retries + 1)
+                continue
+            finish(job, outputs)
+    except BaseException:
+        ready = ray.wait(list(pending), num_returns=len(pending), timeout=0)[0] if pending else []
+        for ref in ready:
+            try:
+                finish(pending.pop(ref)[0], ray.get(ref, timeout=0))
+            except Exception:
+                continue
+        for ref in pending:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:
+                pass
+        raise
+
+
+def _node_lost(ray, error: BaseException) -> bool:
+    """Whether ``error`` (from ``ray.get`` of a job) means the job's node or worker died, not the job itself."""
+    e = ray.exceptions
+    lost = (e.NodeDiedError, e.WorkerCrashedError, e.LocalRayletDiedError, e.ObjectLostError)
+    return isinstance(error, lost) or (isinstance(error, e.RayTaskError) and isinstance(getattr(error, "cause", None), lost))
+
+
+def _describe(job: list[Cell]) -> str:
+    first = job[0]
+    return (f"a job of {len(job)} cell(s) ({first.agent} seed {first.seed} on {first.task_set}/{first.load}"
+            f"{' ' + str(dict(first.env)) if first.env else ''}, roots {[c.root for c in job]})")

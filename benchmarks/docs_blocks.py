@@ -165,6 +165,12 @@ def _sb3_vec_env() -> str:
     return vec_env_table(_json(OUT))
 
 
+def _ray_cluster() -> str:
+    from benchmarks.ray_cluster import table
+
+    return table(_json(RESULTS / "ray_cluster.json"))
+
+
 def _fidelity() -> str:
     from benchmarks.fidelity import table
 
@@ -192,6 +198,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/tutorials/evaluate-your-agent.md", "tutorial-example"): _tutorial_example,
     ("docs/benchmarks.md", "perf"): _perf,
     ("docs/fidelity.md", "fidelity-table"): _fidelity,
+    ("docs/benchmarks.md", "ray-cluster"): _ray_cluster,
     **{(f"docs/tutorials/{page}", "library-small"): _library_small for page in ("README.md", "tianshou.md", "sb3.md", "torchrl.md")},
 }
 

@@ -380,8 +380,10 @@ class ProcessNodes(_Pool):
 
 
 class RayNodes(_Pool):
-    """One Ray actor per node (``num_cpus=threads`` each); ``address``: an existing cluster's (default: a
-    local ``ray.init()``)."""
+    """One Ray actor per node (``num_cpus=threads`` each); ``address``: an existing cluster's (default:
+    ``ray.init()``'s own choice: ``RAY_ADDRESS``, else the cluster this machine last started with ``ray start``,
+    else a new local instance). In a process already connected to Ray, ``address`` must be None, ``"auto"``
+    or the connected cluster's (a resumed run in a notebook passes the same address again)."""
 
     backend = "ray"
 
@@ -394,9 +396,9 @@ class RayNodes(_Pool):
         self.ray = ray
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        elif address is not None:
+        elif address not in (None, "auto") and address != ray.get_runtime_context().gcs_address:
             raise ValueError(f"address={address!r}: Ray is already initialised in this process (ray.shutdown() first, "
-                             "or leave address=None to use the running Ray)")
+                             f"or leave address=None to use the running Ray at {ray.get_runtime_context().gcs_address})")
         actor = ray.remote(num_cpus=threads)(NodeWorker)
         self.actors = [actor.remote(node, threads) for node in range(n_nodes)]
         for node in range(n_nodes):
