@@ -9,31 +9,38 @@ STAMP := $(VENV)/.installed
 RLLIB_VENV := build/rllib-venv
 RLLIB_STAMP := $(RLLIB_VENV)/.installed
 
-# editable_mode=compat: the checkout goes on sys.path through a .pth file, so our regular `benchmarks`
-# package wins over the bare `benchmarks/` folder the torchrl wheel installs into site-packages, from any directory.
-.PHONY: setup test bench perf suites clean rllib-venv
+# Each install step prints a timestamped line when it starts and its wall time when it ends; pip's own lines
+# (what it collects, downloads and installs) come in between.
+STEP = step() { what=$$1; shift; t0=$$(date +%s); echo "[$$(date +%T)] make: $$what ..."; \
+	if "$$@"; then echo "[$$(date +%T)] make: $$what: done in $$(( $$(date +%s) - t0 )) s"; \
+	else echo "[$$(date +%T)] make: $$what: FAILED after $$(( $$(date +%s) - t0 )) s"; return 1; fi; }; step
+# compat mode (a .pth puts the checkout on sys.path): our `benchmarks` beats torchrl's bare one from any dir, plain PEP 660 fails tests/test_third_party.py; only its deprecation notice is silenced
+EDITABLE = env PYTHONWARNINGS="ignore:Compat editable installs" $(1)/bin/python -m pip install --config-settings editable_mode=compat
+.PHONY: setup test bench perf suites docs clean rllib-venv
 
 $(STAMP): pyproject.toml Makefile
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	# torch first, pinned: anything unpinned would pull a multi-GB CUDA build
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet torch==2.13.0 -e ".[dev,curves,sb3,torchrl]" --config-settings editable_mode=compat
-	touch $(STAMP)
+	@echo "[$$(date +%T)] make: setting up $(VENV): pip, torch==2.13.0 (CPU), then this package with its extras (minutes on a first run)"
+	@test -x $(BIN)/python || { $(STEP) "create $(VENV)" $(PYTHON) -m venv $(VENV); }
+	@$(STEP) "upgrade pip" $(BIN)/python -m pip install --upgrade pip
+	@# torch first, pinned: anything unpinned would pull a multi-GB CUDA build
+	@$(STEP) "install torch==2.13.0 (CPU)" $(BIN)/python -m pip install torch==2.13.0
+	@$(STEP) "install core-learning[dev,curves,sb3,torchrl,docs] (editable)" $(call EDITABLE,$(VENV)) torch==2.13.0 -e ".[dev,curves,sb3,torchrl,docs]"
+	@touch $(STAMP)
 
 $(RLLIB_STAMP): pyproject.toml Makefile
-	rm -f $(RLLIB_STAMP)
-	test -x $(RLLIB_VENV)/bin/python || $(PYTHON) -m venv $(RLLIB_VENV)
-	$(RLLIB_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(RLLIB_VENV)/bin/python -m pip install --quiet torch==2.13.0
-	$(RLLIB_VENV)/bin/python -m pip install --quiet torch==2.13.0 -e ".[rllib,benchmarl]" --config-settings editable_mode=compat
-	touch $(RLLIB_STAMP)
+	@rm -f $(RLLIB_STAMP)
+	@echo "[$$(date +%T)] make: setting up $(RLLIB_VENV) (RLlib, BenchMARL)"
+	@test -x $(RLLIB_VENV)/bin/python || { $(STEP) "create $(RLLIB_VENV)" $(PYTHON) -m venv $(RLLIB_VENV); }
+	@$(STEP) "upgrade pip ($(RLLIB_VENV))" $(RLLIB_VENV)/bin/python -m pip install --upgrade pip
+	@$(STEP) "install torch==2.13.0 (CPU) ($(RLLIB_VENV))" $(RLLIB_VENV)/bin/python -m pip install torch==2.13.0
+	@$(STEP) "install core-learning[rllib,benchmarl] (editable, $(RLLIB_VENV))" $(call EDITABLE,$(RLLIB_VENV)) torch==2.13.0 -e ".[rllib,benchmarl]"
+	@touch $(RLLIB_STAMP)
 
 rllib-venv: $(RLLIB_STAMP)
 
 setup: $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) docs
 	@$(MAKE) --no-print-directory rllib-venv || echo "make test: the RLlib/BenchMARL venv ($(RLLIB_VENV)) did not install; their tests will skip"
 	$(BIN)/python -m pytest -q
 
@@ -48,5 +55,9 @@ suites: $(STAMP)
 	$(BIN)/python -m core_env.suites
 	$(BIN)/python -m benchmarks ceilings
 
+# the documentation site (mkdocs.yml: docs/ + an API reference from the docstrings) into site/; strict, as in CI
+docs: $(STAMP)
+	@$(STEP) "docs: mkdocs build --strict -> site/" env NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -1,4 +1,7 @@
-"""``python -m benchmarks SUITE [suite options]``: run one benchmark suite (docs/benchmarks.md lists them)."""
+"""``python -m benchmarks SUITE [suite options]``: run one benchmark suite (docs/benchmarks.md lists them).
+
+A suite whose optional dependencies are not installed exits 2 with one line naming the extra to install
+(:mod:`core_env.extras`; the suites need ``bench``)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,8 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+
+from core_env.extras import MissingExtra, is_optional, missing_extra
 
 #: Suite name -> (module with ``main(argv) -> int``, one-line description).
 SUITES = {
@@ -43,8 +48,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name not in SUITES:
         parser.error(f"unknown suite {name!r}; available suites: {', '.join(SUITES)}")
     module, _, suite = SUITES[name][0].partition(":")
-    loaded = importlib.import_module(module)
-    return (loaded.main_for(suite) if suite else loaded.main)(rest)
+    try:
+        loaded = importlib.import_module(module)
+        return (loaded.main_for(suite) if suite else loaded.main)(rest)
+    except MissingExtra as missing:
+        parser.exit(2, f"{parser.prog} {name}: {missing}\n")
+    except ModuleNotFoundError as error:  # an optional dependency imported outside a core_env.extras.needs guard
+        if not is_optional(error.name):
+            raise
+        parser.exit(2, f"{parser.prog} {name}: {missing_extra(error.name, module, 'bench')}\n")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import numpy as np
 from benchmarks import add_out, figure_png, markdown_table, write_atomic, write_atomic_bytes
 from benchmarks.stats import paired_difference
 from core_env.config import EnvConfig
+from core_env.extras import needs
 from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, load_suite
 
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "mara_agents" / "checkpoints" / "budget"
@@ -106,10 +107,11 @@ def summary(result: dict[str, Any]) -> str:
 
 
 def figure(result: dict[str, Any]) -> bytes:
-    import matplotlib
+    with needs(__name__):
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 4.6))
     teacher = np.array(result["teacher_per_root"])

@@ -20,7 +20,6 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
-from tqdm import tqdm
 
 from benchmarks import add_bank_selection, add_out, bank_or_task_sets, markdown_table, write_results
 from benchmarks.agents import make_agent
@@ -29,9 +28,13 @@ from benchmarks.quick import summarize
 from benchmarks.rollout import run_agent
 from core_env.config import LOADS, EnvConfig
 from core_env.curves import is_bank_path
+from core_env.extras import needs
 from core_env.workload import (SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, load_suite, stress_workload, suite_ceiling_rates, suite_cells, suite_meta,
                                suite_slot_ceiling_rates)
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
+
+with needs(__name__):
+    from tqdm import tqdm
 
 AGENTS = ("fifo", "edf", "window-edf", "target-edf", "prior-edf", "clairvoyant")
 COLUMNS = (*AGENTS, "milp-slots", "milp", "bound")

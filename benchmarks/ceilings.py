@@ -48,15 +48,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from benchmarks import add_suite_selection
 from core_env import npz
 from core_env.config import LOADS, EnvConfig
+from core_env.extras import needs
 from core_env.workload import (CEILINGS_PATH, SLOT_CEILING_FIELDS, SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH, SUITE_TASK_SETS, ceilings_problem,
                                load_suite, read_ceilings, read_slot_ceilings, read_slot_manifest, read_slot_schedules, schedule_key,
                                slot_manifest_path, suite_cells, suite_ceilings, suite_meta, suite_path, suite_sha256)
 from mara_agents.bounds import MILP_TIME_LIMIT, milp_ceiling
+
+with needs(__name__):
+    from tqdm import tqdm
 
 #: Seconds of K-slot search per episode (parking starts, HiGHS's MILP, then CP-SAT): the training-load suites'
 #: committed entries were searched with it; each entry stores its own ``time_limit``.

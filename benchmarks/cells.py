@@ -56,13 +56,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from benchmarks import RESULTS_DIR
 from core_env.config import EnvConfig
 from core_env.curves import bank_file, is_bank_path
+from core_env.extras import needs
 from core_env.generators import Drawn, Given, SuiteEpisode, WorkloadGenerator, committed_suite_fits, generator_for, is_fixed_scenario, suite_scheme
 from core_env.workload import SUITE_EPISODES, Workload, suite_rng
+
+with needs(__name__):
+    from tqdm import tqdm
 
 #: Bump when a cell's result would change for the same key (invalidates every cached cell).
 FORMAT = 3  # 2: discrete_core_v1 workloads; 3: saved cells carry a checksum
@@ -202,7 +205,8 @@ def run_group(cells: Sequence[Cell]) -> list[dict[str, Any]]:
     from benchmarks.agents import make_agent, teacher_of
     from benchmarks.rollout import run_agent
 
-    import torch
+    with needs(__name__):
+        import torch
 
     torch.set_num_threads(1)  # tiny per-step ops: one thread is fastest, and parallel workers must not oversubscribe the cores
     start = time.perf_counter()
@@ -569,10 +573,8 @@ def _compute_ray(jobs: Sequence[list[Cell]], address: str | None, work: Work, fi
     attempt that returned. While no job finishes for :data:`STALL_SECONDS` and the cluster has no CPU left
     (every worker node lost), a NodeLostWarning says the jobs wait for a node to join. On any exception
     (KeyboardInterrupt included), finished jobs are delivered and the others cancelled, as with processes."""
-    try:
+    with needs(__name__, "ray"):
         import ray
-    except ImportError:
-        raise ImportError('the Ray backend needs ray: pip install -e ".[ray]"') from None
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)

@@ -40,6 +40,7 @@ import numpy as np
 from benchmarks.agents import make_agent
 from core_env.config import LOADS, EnvConfig
 from core_env.curves import bank_for
+from core_env.extras import needs
 from core_env.vector import DiscreteCoREVectorEnv
 from core_env.generators import Drawn
 from core_env.recipe import DEFAULT_RECIPE
@@ -358,7 +359,8 @@ class PriorProbe(Predictor):
 
     @classmethod
     def fit(cls, targets: np.ndarray, deadline_windows: np.ndarray, windows: np.ndarray, reports: np.ndarray, truth: np.ndarray) -> PriorProbe:
-        from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+        with needs(__name__):
+            from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
         if np.asarray(truth).size == 0:
             raise ValueError("cannot fit a prior probe on no decision points")

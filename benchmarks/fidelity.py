@@ -64,7 +64,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from benchmarks import add_out, markdown_table, save_figure, write_atomic, write_atomic_bytes, write_results
 from benchmarks.cells import checksum
@@ -72,6 +71,7 @@ from benchmarks.rollout import run_agent
 from benchmarks.stats import paired_difference, t_interval
 from core_env.config import EnvConfig
 from core_env.curves.runs import FAMILIES as CORPUS_FAMILIES
+from core_env.extras import needs
 from core_env.generators import Drawn
 from core_env.live import LIVE_FAMILIES, LiveSource, TaskSpec, record_bank
 from core_env.live.calibration import calibrate, calibrated
@@ -79,6 +79,9 @@ from core_env.live.replay import LeftTheRecord, SpreadSource, TraceSource
 from core_env.live.workers import BACKENDS, make_nodes, max_nodes
 from core_env.recipe import TaskRecipe
 from core_env.workload import Workload
+
+with needs(__name__):
+    from tqdm import tqdm
 
 #: The default live task families (corpus MLP runs; ``--families`` any of LIVE_FAMILIES) and runs of each.
 FAMILIES = ("mlp_wine", "mlp_breast_cancer", "mlp_digits", "mlp_synth")
@@ -165,7 +168,8 @@ def _rate_ci(values: np.ndarray) -> list[float]:
 
 def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
     """Kendall's tau-b of two orderings of the rows (1: the same ranking; None for fewer than 2 rows)."""
-    from scipy.stats import kendalltau
+    with needs(__name__):
+        from scipy.stats import kendalltau
 
     return float(kendalltau(a, b).statistic) if len(a) >= 2 else None
 
@@ -375,10 +379,11 @@ def _tau(value: float | None) -> str:
 
 
 def figure(result: dict[str, Any], path: Path) -> Path:
-    import matplotlib
+    with needs(__name__):
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
     rows = result["rows"]
     fig, ax = plt.subplots(figsize=(9, 4))

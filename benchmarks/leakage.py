@@ -28,8 +28,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import spearmanr
-from tqdm import tqdm
 
 from benchmarks import add_bank_selection, add_out, add_suite_selection, bank_or_task_sets, markdown_table, write_results
 from benchmarks.cells import bank_suite
@@ -38,12 +36,17 @@ from benchmarks.stats import paired_difference
 from benchmarks.rollout import run_agent
 from core_env.config import LOADS, EnvConfig
 from core_env.curves import bank_for, is_bank_path
+from core_env.extras import needs
 from core_env.generators import Drawn
 from core_env.recipe import DEFAULT_RECIPE
 from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, load_suite, suite_ceiling_rates, suite_ceilings, suite_cells, suite_meta
 from mara_agents.allocators import make_allocator
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 from mara_agents.heuristics import EDF, Clairvoyant, WindowEDF
+
+with needs(__name__):
+    from scipy.stats import spearmanr
+    from tqdm import tqdm
 
 #: Factors tried when fitting the window probe on train workloads.
 FACTORS = tuple(round(0.1 * i, 1) for i in range(1, 16))

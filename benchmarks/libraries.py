@@ -29,6 +29,7 @@ from typing import Any
 
 from benchmarks import write_atomic
 from benchmarks.report import commit, machine
+from core_env.extras import needs
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results" / "libraries" / "libraries.json"
@@ -120,7 +121,8 @@ def _summary(report: dict[str, Any], wall: float, cpu: float) -> dict[str, Any]:
 
 def run(only: Sequence[str] = (), out: Path = OUT) -> dict[str, Any]:
     """Run the libraries missing from ``out`` (and every one named in ``only``); returns the file's content."""
-    import torch
+    with needs(__name__):
+        import torch
 
     torch.set_num_threads(1)
     saved = json.loads(out.read_text()) if out.exists() else {}

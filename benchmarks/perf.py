@@ -25,17 +25,20 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from pettingzoo import ParallelEnv
-from tqdm import tqdm
 
 from benchmarks import add_out, markdown_table, write_results
 from benchmarks.agents import QUICK_ROWS, make_agent
 from core_env import GYM_ID, discrete_core_v1
 from core_env.config import EnvConfig
 from core_env.episode import EPISODE_KEYS, NODE_KEYS, TEAM_KEYS
+from core_env.extras import needs
 from core_env.parallel import node_name, observation_space
 from core_env.vector import DiscreteCoREVectorEnv
 from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, load_suite
 from mara_agents.protocols import REMAINING_DEMAND
+
+with needs(__name__):
+    from tqdm import tqdm
 
 BATCH_SIZES = (1, 64, 256)
 SCALE_NODES, SCALE_BATCH = (4, 16, 64, 256), 16
@@ -298,7 +301,8 @@ def decision_times(rows: Sequence[str] = QUICK_ROWS) -> dict[str, dict[str, floa
     Torch runs with one thread here, as in benchmark cells: intra-op threads on tensors this small only
     add synchronisation (on the 2-core VM a MARA decision took about 35% longer with two).
     """
-    import torch
+    with needs(__name__):
+        import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -341,7 +345,8 @@ def predictor_times(rows: Sequence[str] = PREDICT_ROWS, count: int = PREDICT_BAT
     """Per predictor: median and min milliseconds of one ``predict`` call on ``count`` histories of EDF's
     decision points on the ``id`` suite (root 0; cycled to ``count``), the remaining window as the
     budget, one torch thread; the predictors alternate within each round so both see the same machine."""
-    import torch
+    with needs(__name__):
+        import torch
 
     from benchmarks.decision_points import collect
     from mara_agents.predictors import PREDICTORS

@@ -40,16 +40,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
 
 from benchmarks import RESULTS_DIR, markdown_table, save_figure, write_atomic, write_results
 from benchmarks.decision_points import (BUCKET_LABELS, BUCKETS, CAP, PROBE_POLICIES, PROBE_ROWS, PROBE_SEED, TRAIN_EPISODES, DecisionPoints,
                                         bucket_of, collect, train_probes)
 from core_env.config import EnvConfig
+from core_env.extras import needs
 from core_env.generators import SuiteEpisode
 from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS
 from mara_agents.predictors import PREDICTORS
 from mara_agents.protocols import REMAINING_DEMAND, Predictor
+
+with needs(__name__):
+    from scipy.stats import rankdata
 
 #: The fixed policies whose rollouts give the decision points.
 POLICIES = PROBE_POLICIES
@@ -404,7 +407,8 @@ def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, policies: Sequence[str]
     timing = time_predictors(timing_predictors, timing_points, timing_runs)
     threads = None
     if "fm" in predictors:
-        import torch
+        with needs(__name__):
+            import torch
 
         threads = torch.get_num_threads()
     return {"suite": "prediction", "task_sets": labels, "task_set_sources": list(task_sets), "policies": list(policies), "rows": list(rows), "cap": CAP,
@@ -547,10 +551,11 @@ def table(result: dict[str, Any]) -> str:
 
 def figure(result: dict[str, Any]) -> Any:
     """Capped MAE by bucket per task set (top) and the reliability diagrams (bottom), pooled over policies."""
-    import matplotlib
+    with needs(__name__):
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
     task_sets, rows = result["task_sets"], result["rows"]
     fig, axes = plt.subplots(2, len(task_sets), figsize=(4.6 * len(task_sets), 7.6), squeeze=False)
@@ -610,7 +615,8 @@ def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
     Everything is rendered and serialised before the first write, and the JSON goes last, so a failure
     leaves a previous ``prediction.json`` as it was.
     """
-    import matplotlib.pyplot as plt
+    with needs(__name__):
+        import matplotlib.pyplot as plt
 
     text = table(result)
     json.dumps(result, allow_nan=False)  # fails here, before any write, on a value JSON cannot hold

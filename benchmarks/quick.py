@@ -29,15 +29,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from benchmarks import add_out, add_trace, markdown_table, write_results
 from benchmarks.cells import Cell
 from benchmarks.rollout import run_agent
 from core_env.config import EnvConfig
+from core_env.extras import needs
 from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, Workload, load_suite, stress_workload, suite_ceiling_rates, suite_slot_ceiling_rates
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 from benchmarks.agents import QUICK_ROWS, make_agent
+
+with needs(__name__):
+    from tqdm import tqdm
 
 AGENTS = QUICK_ROWS
 BOUND = "independent-feasibility relaxation"

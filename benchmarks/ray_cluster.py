@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from core_env.extras import needs
 from benchmarks.cells import CellStore, NodeLostWarning, _run_job
 
 DEFAULT_OUT = Path("build") / "ray_cluster.json"
@@ -46,8 +47,9 @@ def cluster(nodes: int, cpus: int = 1) -> Iterator[Any]:
     every node (and this process's connection to Ray, if any) is shut down on exit. It is joined only by its
     ``address``: the machine's ``ray_current_cluster`` file, which ``ray.cluster_utils`` points at it (so that
     a plain ``ray.init()`` in any other process on the machine would join it), is kept as it was."""
-    import ray
-    from ray.cluster_utils import Cluster
+    with needs(__name__, "ray"):
+        import ray
+        from ray.cluster_utils import Cluster
 
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 2:
         raise ValueError(f"nodes must be an int >= 2 (one is killed), got {nodes!r}")
@@ -69,7 +71,8 @@ def cluster(nodes: int, cpus: int = 1) -> Iterator[Any]:
 @contextlib.contextmanager
 def _address_file_kept() -> Iterator[None]:
     """Leave Ray's ``ray_current_cluster`` file (``RAY_TMPDIR``, ``TMPDIR`` or /tmp, then ``ray/``) as it was before."""
-    from ray._common.utils import get_ray_address_file
+    with needs(__name__, "ray"):
+        from ray._common.utils import get_ray_address_file
 
     path = Path(get_ray_address_file(None))
     before = path.read_bytes() if path.exists() else None
@@ -89,8 +92,8 @@ def raylet_pid(node: Any) -> int:
 def busy_nodes(started: Any, title: str = JOB_TITLE) -> list[Any]:
     """The worker nodes of ``started`` with a worker process titled ``title...`` now (a child of their raylet;
     default: running a cell job)."""
-    import ray  # noqa: F401  (ray ships psutil)
-    import psutil
+    with needs(__name__, "ray"):
+        import psutil
 
     out = []
     for node in list(started.worker_nodes):
@@ -111,8 +114,8 @@ def busy_nodes(started: Any, title: str = JOB_TITLE) -> list[Any]:
 
 def kill_node(started: Any, node: Any, hard: bool) -> None:
     """Remove worker node ``node``; ``hard``: SIGKILL its processes (its workers first), as a failed machine."""
-    import ray  # noqa: F401
-    import psutil
+    with needs(__name__, "ray"):
+        import psutil
 
     if hard:
         try:
@@ -308,9 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.nodes < 2:
         parser.error(f"--nodes must be >= 2 (one is killed), got {args.nodes}")
     try:
-        import ray  # noqa: F401
-    except ImportError:
-        parser.error('needs Ray: pip install -e ".[ray]"')
+        with needs(__name__, "ray"):
+            import ray  # noqa: F401
+    except ImportError as error:
+        parser.error(str(error))
     try:
         figures = run(args.out, args.nodes, rows=args.rows, roots=args.roots, episodes=args.episodes, scenarios=args.scenarios,
                       kill_after=args.kill_after, hard=not args.graceful, local_workers=args.local_workers)

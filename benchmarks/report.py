@@ -42,6 +42,7 @@ from benchmarks.ceiling_cells import MILP, MILP_SLOTS
 from benchmarks.cells import EPISODE_STATS, CellStore, run_cells
 from benchmarks.paper import BOUND, PROBE_MARGIN, SuiteSpec, for_task_set, for_trace, rows_to_run, specs, summarize
 from core_env.config import EnvConfig
+from core_env.extras import needs
 from core_env.vector import DiscreteCoREVectorEnv
 from core_env.workload import load_suite
 from mara_agents.rollout import agent_policy, play
@@ -247,14 +248,12 @@ def _agreement(d: dict[str, Any]) -> tuple[str, str]:
 
 def figures(spec: SuiteSpec, payload: dict[str, Any], results: Sequence[dict[str, Any]]) -> dict[str, bytes]:
     """{file name: PNG}: completion by agent and scenario with error bars (every suite); completion vs load
-    and a Gantt chart (paper)."""
-    try:
+    and a Gantt chart (paper). Needs matplotlib (the ``plot`` extra, part of ``bench``)."""
+    with needs(__name__):
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:
-        return {}
     paths = {}
     table = payload["table"]
     names = [s.name for s in spec.scenarios if "/x" not in s.name][:4]
@@ -293,7 +292,8 @@ def _row_kind(row: str) -> str:
 def _completion_figure(name: str, table: dict[str, dict[str, Any]], scenarios: list[str], plt) -> bytes:
     """One horizontal-bar panel per scenario (at most four), every row labelled and coloured by its kind,
     rows sorted by the first scenario's mean (the same order in every panel), the value printed at each bar."""
-    from matplotlib.patches import Patch
+    with needs(__name__):
+        from matplotlib.patches import Patch
 
     empty = {"mean": np.nan, "sd": 0.0}
     rows = sorted(table, key=lambda r: (np.nan_to_num(table[r].get(scenarios[0], empty)["mean"], nan=-1.0), r)) if scenarios else list(table)

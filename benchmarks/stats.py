@@ -23,6 +23,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from core_env.extras import needs
+
 #: n up to which the sign-flip test enumerates every sign pattern.
 EXACT_UP_TO = 16
 #: Fewest units :func:`bootstrap_ci` resamples.
@@ -41,7 +43,8 @@ def _differences(a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
 
 def t_interval(a: np.ndarray, b: np.ndarray | None = None, level: float = 0.95) -> tuple[float, float]:
     """The t-based ``level`` CI of mean(a − b) (of mean(a) when ``b`` is None); (mean, mean) for one unit."""
-    from scipy.stats import t
+    with needs(__name__):
+        from scipy.stats import t
 
     d = _differences(a, b)
     if d.size < 2:

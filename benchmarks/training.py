@@ -23,6 +23,7 @@ from benchmarks import add_out, figure_png, markdown_table, write_atomic, write_
 from benchmarks.agents import CHECKPOINT_DIR, make_agent
 from benchmarks.rollout import run_agent
 from core_env.config import EnvConfig
+from core_env.extras import needs
 
 BASELINES = ("edf", "lara", "lara-fm")
 #: The environment version the trainer's workloads come from today.
@@ -50,10 +51,11 @@ def minutes_to_beat(run: dict[str, Any], level: float) -> str:
 
 
 def figure(runs: list[dict[str, Any]], levels: dict[str, float]) -> bytes:
-    import matplotlib
+    with needs(__name__):
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
     colours = dict(zip(sorted({r["variant"] for r in runs}), plt.get_cmap("tab10").colors))

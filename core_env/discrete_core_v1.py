@@ -10,6 +10,11 @@ r"""# `discrete_core_v1`: deadline-constrained discrete-node CoRE-Learning
 | State space | `Box(float32, (3 + K·F,))` |
 | D | 6 + K·F with F = 8 + H (K = 16, H = 8: D = 262) |
 
+CoRE-Learning is *Computational Resource Efficient Learning* (Z.-H. Zhou, "Learnability with Time-Sharing
+Computational Resource Concerns", arXiv:2305.02217, 2023; National Science Review, 2024): learning tasks
+time-share limited computational resources, and how much they learn depends on how a scheduler allocates
+them. This env is its deadline-constrained setting on discrete compute nodes.
+
 Learning tasks arrive over time. Each task must reach a target loss before its deadline; how much
 training it needs (its *demand*) is hidden and only revealed through the losses it reports while it is
 trained. Each node trains at most one task per step and no task runs on two nodes in one step. The
@@ -154,7 +159,7 @@ The same keyword names in every view (validated by `core_env.config.EnvConfig`, 
 | `switch_cost` | 0.0 | fraction of a step's batches lost on a switch, in [0, 1) |
 | `strict` | False | raise on invalid (masked) choices instead of idling |
 | `max_cycles` | 5000 | truncation cap; assignable (`env.max_cycles = …`) |
-| `render_mode` | None | `"ansi"`, `"rgb_array"` (needs matplotlib) or `"human"` (prints ansi) |
+| `render_mode` | None | `"ansi"`, `"rgb_array"` (a 640×480 image drawn with numpy: node × step Gantt chart and loss curves; no extra needed) or `"human"` (prints ansi) |
 
 ## Workloads and seeds
 

@@ -1,9 +1,8 @@
 """Rendering: ``ansi`` (slot table with node assignments) and ``rgb_array`` (Gantt chart + losses).
 
-``rgb_array`` needs matplotlib (optional extra ``plot``), imported only when an image is drawn, so the
-env itself stays light; without it a clear ImportError names the extra. It draws on a private Agg
-canvas (no pyplot, no global backend switch), so it is safe beside a user's interactive figures.
-``human`` prints the ansi table.
+``rgb_array`` is drawn with numpy alone, so every install renders (no matplotlib, no font, no global
+state): a fixed :data:`WIDTH` x :data:`HEIGHT` image, the node-by-step Gantt chart on top and the reported
+losses below, on one step axis. It carries no text; ``ansi`` has the numbers. ``human`` prints the ansi table.
 """
 
 from __future__ import annotations
@@ -15,9 +14,19 @@ import numpy as np
 if TYPE_CHECKING:
     from core_env.episode import Episode
 
-MISSING_MATPLOTLIB = ("render_mode='rgb_array' needs matplotlib, which is not installed: "
-                      "pip install 'core-learning[plot]' (or pip install matplotlib)")
-COLOURS = 20  # tasks cycle through the tab20 colours
+#: The image's size in pixels.
+WIDTH, HEIGHT = 640, 480
+#: Tasks cycle through these colours (matplotlib's tab20); idle node-steps and the background are white.
+PALETTE = np.array([(31, 119, 180), (174, 199, 232), (255, 127, 14), (255, 187, 120), (44, 160, 44), (152, 223, 138),
+                    (214, 39, 40), (255, 152, 150), (148, 103, 189), (197, 176, 213), (140, 86, 75), (196, 156, 148),
+                    (227, 119, 194), (247, 182, 210), (127, 127, 127), (199, 199, 199), (188, 189, 34), (219, 219, 141),
+                    (23, 190, 207), (158, 218, 229)], np.uint8)
+WHITE, FRAME, GRID = (255, 255, 255), (64, 64, 64), (220, 220, 220)
+#: Panels as (top, bottom, left, right) pixel bounds, inside a one-pixel frame: the Gantt chart (a row per
+#: node, a column band per step) and the losses (log scale, every report of a task joined by a line; its
+#: target dotted; a square where a report reached the target).
+GANTT = (12, 212, 12, 628)
+LOSSES = (232, 468, 12, 628)
 
 
 def render(episode: Episode, mode: str):
@@ -54,65 +63,85 @@ def render_ansi(episode: Episode) -> str:
     return "\n".join(lines)
 
 
-def _matplotlib():
-    """(Figure, FigureCanvasAgg, tab20 colormap), or an ImportError naming the ``plot`` extra."""
-    try:
-        import matplotlib
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as error:
-        raise ImportError(MISSING_MATPLOTLIB) from error
-    return Figure, FigureCanvasAgg, matplotlib.colormaps["tab20"]
-
-
 def render_rgb(episode: Episode) -> np.ndarray:
-    """(H, W, 3) uint8 image of the episode so far.
-
-    Top: node-by-step Gantt chart of every step since reset (colour = task, white = idle). Bottom: each
-    task's reported losses (log scale) with its target as a dotted line of the same colour; a dot marks
-    a report that reached the target (completion).
-    """
-    Figure, FigureCanvasAgg, cmap = _matplotlib()
-    fig = Figure(figsize=(8, 6), dpi=80)
-    canvas = FigureCanvasAgg(fig)
-    gantt, losses = fig.subplots(2, 1)
-    _draw_gantt(gantt, episode, cmap)
-    _draw_losses(losses, episode, cmap)
-    fig.tight_layout()
-    canvas.draw()
-    return np.asarray(canvas.buffer_rgba())[..., :3].copy()
+    """(:data:`HEIGHT`, :data:`WIDTH`, 3) uint8 image of the episode so far (see :data:`GANTT` and :data:`LOSSES`)."""
+    image = np.full((HEIGHT, WIDTH, 3), WHITE, np.uint8)
+    steps = len(episode.trace)
+    _draw_gantt(image, episode, steps)
+    _draw_losses(image, episode, steps)
+    for top, bottom, left, right in (GANTT, LOSSES):
+        image[[top - 1, bottom], left - 1:right + 1] = FRAME
+        image[top - 1:bottom + 1, [left - 1, right]] = FRAME
+    return image
 
 
-def _draw_gantt(ax, episode: Episode, cmap) -> None:
+def colour(task: int | np.ndarray) -> np.ndarray:
+    """The colour of a task (or an array of tasks): :data:`PALETTE`, cycled."""
+    return PALETTE[np.asarray(task) % len(PALETTE)]
+
+
+def _step_columns(steps: int, left: int, right: int) -> np.ndarray:
+    """The step shown in each pixel column of a panel (``steps`` equal bands; one when nothing was played)."""
+    return (np.arange(right - left) * max(steps, 1)) // (right - left)
+
+
+def _draw_gantt(image: np.ndarray, episode: Episode, steps: int) -> None:
+    top, bottom, left, right = GANTT
     n_nodes = episode.config.n_nodes
-    trace = np.array(episode.trace, dtype=np.int64).reshape(-1, n_nodes).T  # (N, T) task per node-step
-    steps = trace.shape[1]
-    colours = np.ones((n_nodes, max(steps, 1), 3))  # idle (and the empty chart at reset): white
-    busy = trace >= 0
-    colours[:, :steps][busy] = cmap(trace[busy] % COLOURS)[:, :3]
-    ax.imshow(colours, aspect="auto", interpolation="nearest", origin="lower", extent=(0, max(steps, 1), -0.5, n_nodes - 0.5))
-    ticks = np.unique(np.linspace(0, n_nodes - 1, min(n_nodes, 16)).round().astype(int))
-    ax.set_yticks(ticks, [f"node_{i}" for i in ticks])
-    ax.set_xlabel("step")
-    ax.set_title("node assignments (colour = task, white = idle)")
+    if steps:
+        trace = np.array(episode.trace, dtype=np.int64).reshape(steps, n_nodes).T  # (N, T) task per node-step
+        rows = (np.arange(bottom - top) * n_nodes) // (bottom - top)
+        tasks = trace[rows[:, None], _step_columns(steps, left, right)[None, :]]
+        image[top:bottom, left:right][tasks >= 0] = colour(tasks[tasks >= 0])
+    if (bottom - top) // n_nodes >= 4:  # a light line between nodes where rows are tall enough to show it
+        image[top + ((bottom - top) * np.arange(1, n_nodes)) // n_nodes, left:right] = GRID
 
 
-def _draw_losses(ax, episode: Episode, cmap) -> None:
+def _draw_losses(image: np.ndarray, episode: Episode, steps: int) -> None:
+    top, bottom, left, right = LOSSES
     reports: dict[int, list[tuple[int, float]]] = {}
     for t, served in enumerate(episode.trace_losses):
         for task, loss in served.items():
             reports.setdefault(task, []).append((t, loss))
-    workload = episode.workload
+    if not reports:
+        return
+    targets = {task: float(episode.workload.target[task]) for task in reports}
+    logs = _log([loss for points in reports.values() for _, loss in points] + list(targets.values()))
+    low, high = float(logs.min()), float(logs.max())
+    span = high - low or 1.0
+    width = right - left
+
+    def x(t: np.ndarray) -> np.ndarray:
+        return left + np.minimum(((t + 0.5) * width) // max(steps, 1), width - 1).astype(np.int64)
+
+    def y(loss: np.ndarray) -> np.ndarray:
+        level = (_log(loss) - low) / span
+        return (bottom - 1 - np.round(level * (bottom - top - 1))).astype(np.int64)
+
     for task, points in reports.items():
-        ts, ls = np.array(points).T
-        colour = cmap(task % COLOURS)
-        ax.plot(ts, ls, color=colour, lw=1)
-        target = workload.target[task]
-        ax.hlines(target, ts[0], ts[-1] + 1, colors=[colour], linestyles=":", lw=1)
-        if ls[-1] <= target:
-            ax.plot(ts[-1], ls[-1], "o", color=colour, ms=3)
-    if reports:
-        ax.set_yscale("log")
-    ax.set_xlim(0, max(len(episode.trace_losses), 1))
-    ax.set_xlabel("step")
-    ax.set_ylabel("reported loss (dotted: target)")
+        ts, losses = (np.array(column) for column in zip(*points))
+        paint = colour(task)
+        target_row = y(np.array([targets[task]]))[0]
+        dots = np.arange(x(ts[:1])[0], x(ts[-1:] + 1)[0] + 1)
+        image[target_row, dots[(dots // 3) % 2 == 0]] = paint  # the target, dotted
+        image[_polyline(y(losses), x(ts))] = paint
+        if losses[-1] <= targets[task]:
+            row, column = y(losses[-1:])[0], x(ts[-1:])[0]
+            image[max(row - 2, top):min(row + 3, bottom), max(column - 2, left):min(column + 3, right)] = paint
+
+
+def _log(losses) -> np.ndarray:
+    """log10 of losses, kept within 1e-12..1e12 (a non-finite report sits at the top)."""
+    return np.log10(np.clip(np.nan_to_num(np.asarray(losses, float), nan=1e12, posinf=1e12, neginf=1e-12), 1e-12, 1e12))
+
+
+def _polyline(rows: np.ndarray, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pixel (rows, columns) of the line through the points, every segment sampled once per pixel."""
+    if rows.size == 1:
+        return rows, columns
+    counts = np.maximum(np.abs(np.diff(rows)), np.abs(np.diff(columns))) + 1
+    share = np.concatenate([np.arange(n) / max(n - 1, 1) for n in counts])
+    start = np.repeat(np.arange(counts.size), counts)
+    line_rows = np.round(rows[start] + share * (rows[start + 1] - rows[start])).astype(np.int64)
+    line_columns = np.round(columns[start] + share * (columns[start + 1] - columns[start])).astype(np.int64)
+    return line_rows, line_columns

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from core_env.extras import needs
 from core_env.workload import Workload
 
 #: Seconds HiGHS may spend on one episode before its best answer and dual bound are reported.
@@ -78,8 +79,9 @@ def milp_chosen(workload: Workload, n_nodes: int, time_limit: float = MILP_TIME_
 
 
 def _relaxed_milp(workload: Workload, n_nodes: int, time_limit: float, prefer: np.ndarray | None = None) -> tuple[Ceiling, np.ndarray]:
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import coo_matrix
+    with needs(__name__):
+        from scipy.optimize import Bounds, LinearConstraint, milp
+        from scipy.sparse import coo_matrix
 
     if not isinstance(n_nodes, (int, np.integer)) or isinstance(n_nodes, bool) or n_nodes < 1:
         raise ValueError(f"n_nodes must be an int >= 1, got {n_nodes!r}")

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from core_env.extras import needs
+
 #: The package's shipped checkpoints (``mara_agents/checkpoints/``): the training CLIs write there only when told
 #: (:mod:`mara_agents.cli_checks`).
 SHIPPED_DIR = Path(__file__).resolve().parent / "checkpoints"
@@ -59,7 +61,8 @@ def read_verified(path: Path | str, default_file: str, missing: str) -> tuple[Pa
 def non_finite_tensors(state: Any, prefix: str = "") -> list[str]:
     """Names of the floating-point tensors in ``state`` (a state_dict, or nested dicts/lists of them)
     holding a NaN or an infinity; empty when every value is finite."""
-    import torch
+    with needs(__name__):
+        import torch
 
     found: list[str] = []
     if isinstance(state, torch.Tensor):
@@ -94,7 +97,8 @@ def save_state_dict(state: dict[str, Any], path: Path | str, what: str, manifest
     """
     import io
 
-    import torch
+    with needs(__name__):
+        import torch
 
     from core_env.npz import write_atomic
 
@@ -121,7 +125,8 @@ def write_checked(path: Path | str, state: Any) -> None:
     For files the trainer resumes from (training state, demonstrations)."""
     import io
 
-    import torch
+    with needs(__name__):
+        import torch
 
     from core_env.npz import write_atomic
 
@@ -157,7 +162,8 @@ def read_torch_file(path: Path, what: str, data: bytes | None = None) -> Any:
     file and ``what`` it should be."""
     import io
 
-    import torch
+    with needs(__name__):
+        import torch
 
     try:
         return torch.load(path if data is None else io.BytesIO(data), map_location="cpu", weights_only=True)

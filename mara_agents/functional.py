@@ -8,9 +8,12 @@ the module computes (the same torch kernels, so bitwise the same values) from it
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+from core_env.extras import needs
+
+with needs(__name__):
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
 
 
 def linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:

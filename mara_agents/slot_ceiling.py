@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from core_env.extras import needs
 from core_env.workload import Workload
 from mara_agents.bounds import MILP_TIME_LIMIT, Ceiling, milp_chosen
 from mara_agents.slot_hints import check, greedy_schedule, needed, parked_schedule
@@ -112,7 +113,8 @@ class _Model:
     """The CP-SAT model of the module docstring."""
 
     def __init__(self, workload: Workload, n_nodes: int, n_slots: int, upper_bound: float | None) -> None:
-        from ortools.sat.python import cp_model
+        with needs(__name__):
+            from ortools.sat.python import cp_model
 
         arrival, deadline, need = workload.arrival.astype(np.int64), workload.deadline.astype(np.int64), needed(workload)
         self.model = model = cp_model.CpModel()
@@ -201,10 +203,8 @@ def slot_ceiling(workload: Workload, n_nodes: int, n_slots: int, time_limit: flo
     m = len(workload)
     if m == 0:
         return SlotCeiling(0, 0.0, 0, 0.0, 0.0, OPTIMAL, np.zeros((0, 2), np.int64), 0, 0, 0.0)
-    try:
+    with needs(__name__):
         from ortools.sat.python import cp_model
-    except ImportError as error:
-        raise ImportError("the K-slot ceiling needs OR-Tools' CP-SAT: pip install 'core-learning[ceilings]'") from error
     start = time.perf_counter()
     stop = start + float(time_limit)
     parking = [parked_schedule(workload, n_nodes, n_slots, chosen) for chosen in _chosen_sets(workload, n_nodes, start + time_limit * PARKING_SHARE)]

@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from core_env.extras import needs
 from core_env.workload import Workload
 from mara_agents.slot_hints import check, needed
 
@@ -68,7 +69,8 @@ class _Rows:
         self.upper.append(upper)
 
     def matrix(self, n_vars: int):
-        from scipy.sparse import coo_matrix
+        with needs(__name__):
+            from scipy.sparse import coo_matrix
 
         return coo_matrix((np.concatenate(self.vals), (np.concatenate(self.rows), np.concatenate(self.cols))),
                           shape=(len(self.lower), n_vars)).tocsr()
@@ -171,10 +173,8 @@ def slot_milp(workload: Workload, n_nodes: int, n_slots: int, time_limit: float,
             number of seconds > 0.
         ImportError: highspy is not installed (``pip install 'core-learning[ceilings]'``).
     """
-    try:
+    with needs(__name__):
         import highspy
-    except ImportError as error:
-        raise ImportError("the K-slot MILP needs highspy: pip install 'core-learning[ceilings]'") from error
     check(workload, n_nodes, n_slots)
     if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not 0 < time_limit < np.inf:
         raise ValueError(f"time_limit must be a finite number of seconds > 0, got {time_limit!r}")

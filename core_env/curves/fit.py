@@ -22,6 +22,7 @@ import numpy as np
 
 from core_env.curves.bank import NON_LEARNER
 from core_env.curves.corpus import CORPUS_DIR, SPLIT_CODES, _sha256, read_family, read_manifest
+from core_env.extras import needs
 
 FIT_PATH = CORPUS_DIR / "prior_fit.json"
 PARAMS = ("l0", "l_inf", "n_c", "alpha", "delta", "rel_noise")
@@ -41,7 +42,8 @@ def _smooth(raw: np.ndarray) -> np.ndarray:
 
 def fit_curve(raw: np.ndarray) -> tuple[np.ndarray, float, float]:
     """(l0, l_inf, n_c, alpha, delta, rel_noise), R² and median |log error| of one curve's fit."""
-    from scipy.optimize import least_squares
+    with needs(__name__, "curves"):
+        from scipy.optimize import least_squares
 
     smooth = np.maximum(_smooth(raw), 1e-6)
     n = np.unique(np.geomspace(1, raw.size, 120).astype(int)) - 1

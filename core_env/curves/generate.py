@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from core_env.curves.runs import FAMILIES
+from core_env.extras import needs
 from core_env.npz import npz_bytes, write_atomic
 from core_env.curves.runs import common as C
 
@@ -183,7 +184,8 @@ def write_shard(out: str | os.PathLike, family: str, shard_index: int, runs_per_
 
     Returns a summary dict with ``skipped`` True/False.
     """
-    import torch
+    with needs(__name__, "curves"):
+        import torch
 
     indices = shard_run_indices(shard_index, runs_per_shard, n_runs)
     npz, js = shard_paths(out, family, shard_index)
@@ -285,7 +287,8 @@ def plan_tasks(runs: dict[str, int], runs_per_shard: int = RUNS_PER_SHARD) -> li
 
 def _worker_init() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    import torch
+    with needs(__name__, "curves"):
+        import torch
 
     torch.set_num_threads(1)
 
@@ -348,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = {f: n for f, n in runs.items() if n > 0}
 
     if args.benchmark:
-        import torch
+        with needs(__name__, "curves"):
+            import torch
 
         torch.set_num_threads(1)
         for f in fams:
@@ -385,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     t0, done, errors = time.time(), 0, 0
     bar = None
     if not args.no_progress:
-        from tqdm import tqdm
+        with needs(__name__, "curves"):
+            from tqdm import tqdm
 
         bar = tqdm(total=len(work), unit="shard", mininterval=5.0, file=sys.stderr)
 

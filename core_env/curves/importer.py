@@ -59,6 +59,7 @@ import numpy as np
 from core_env.curves.bank import LOSS_CEIL, LOSS_FLOOR, CurveBank
 from core_env.curves.flags import (DIVERGED, EXPLODE_FACTOR, NON_LEARNER, NON_LEARNER_RATIO, RULE_VERSION, describe, finite_prefix,
                                    flag_runs)
+from core_env.extras import needs
 from core_env.npz import read_npz, write_npz
 
 #: Identifies a bank file and its layout version (bumped on any incompatible change).
@@ -74,8 +75,6 @@ DEFAULT_FAMILY = "imported"
 MAX_POINTS = 10_000_000
 #: Array members of a bank file, in the order their checksums are listed.
 ARRAYS = ("values", "offsets", "flags", "split", "family", "run_id")
-TENSORBOARD_HINT = ("reading TensorBoard event files needs the optional 'tensorboard' package: "
-                    "pip install 'core-learning[tensorboard]' (or pip install tensorboard)")
 
 
 class CurveImportError(ValueError):
@@ -405,11 +404,9 @@ def _npz_run(losses: np.ndarray, steps: np.ndarray, run_id: str, family: str | N
 
 # -------------------------------------------------------------------------------------- tensorboard
 def _event_accumulator():
-    try:
+    with needs(__name__, "tensorboard"):
         from tensorboard.backend.event_processing import event_accumulator
         from tensorboard.util import tensor_util
-    except ImportError as exc:
-        raise ImportError(TENSORBOARD_HINT) from exc
     return event_accumulator, tensor_util
 
 
@@ -418,7 +415,8 @@ def _check_records(path: Path) -> None:
     masked CRC-32C, ``length`` bytes of data and their masked CRC-32C. TensorBoard's reader stops or skips
     silently at a bad record; here a flipped bit or a cut inside a record is an error naming the file and
     the byte offset (a file cut exactly between two records cannot be told from a shorter log)."""
-    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+    with needs(__name__, "tensorboard"):
+        from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 
     data, offset = path.read_bytes(), 0
     while offset < len(data):
@@ -590,8 +588,8 @@ def import_curves(
         max_points: refuse to build more points than this after resampling.
 
     Raises:
-        CurveImportError (a ValueError) naming the file and the row or run for a bad source;
-        ImportError naming the extra when TensorBoard files are read without ``tensorboard``.
+        CurveImportError: (a ValueError) naming the file and the row or run for a bad source.
+        ImportError: naming the extra when TensorBoard files are read without ``tensorboard``.
     """
     path = Path(source)
     if not path.exists():

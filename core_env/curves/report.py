@@ -19,6 +19,7 @@ import numpy as np
 
 from core_env.curves.bank import DIVERGED, NON_LEARNER
 from core_env.curves.corpus import CORPUS_DIR, read_family, read_manifest
+from core_env.extras import needs
 
 FIGURES = Path(__file__).resolve().parents[2] / "docs" / "figures"
 
@@ -31,7 +32,8 @@ def _smooth(raw: np.ndarray) -> np.ndarray:
 
 def pow3_within_2x(raw: np.ndarray) -> bool:
     """Does a pow3 fit on the first 30% predict the step the smoothed curve first hits its 80% value within 2×?"""
-    from scipy.optimize import curve_fit
+    with needs(__name__, "curves"):
+        from scipy.optimize import curve_fit
 
     smooth = _smooth(raw)
     target = smooth[int(0.8 * raw.size)]
@@ -75,10 +77,11 @@ def family_table(directory: Path = CORPUS_DIR) -> list[dict]:
 
 
 def draw_figures(directory: Path = CORPUS_DIR, out: Path = FIGURES, per_family: int = 8) -> list[Path]:
-    import matplotlib
+    with needs(__name__):
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from core_env.extras import needs
 from core_env.curves.bank import plateau_window
 from core_env.curves.runs import FAMILIES
 
@@ -198,14 +199,16 @@ class _ClassifierTask(_CorpusTask):
     """A classifier on an in-memory training set, mini-batches from the corpus's :class:`EpochSampler`."""
 
     def _classify(self, seeds: Any, hp: dict[str, Any], make_model: Any, X: np.ndarray, y: np.ndarray) -> None:
-        import torch
+        with needs(__name__):
+            import torch
 
         self._setup(seeds, hp, make_model)
         self.X, self.y = torch.from_numpy(X), torch.from_numpy(y)
         self.sampler = self._common.EpochSampler(len(y), hp["batch_size"], self.rng)
 
     def _loss(self) -> Any:
-        import torch.nn.functional as F
+        with needs(__name__):
+            import torch.nn.functional as F
 
         index = self.sampler.next()
         return F.cross_entropy(self.model(self.X[index]), self.y[index])
@@ -272,7 +275,8 @@ class CorpusCharLMTask(_CorpusTask):
         self._setup(seeds, hp, lambda: self._run.build(hp))
 
     def _loss(self) -> Any:
-        import torch.nn.functional as F
+        with needs(__name__):
+            import torch.nn.functional as F
 
         lm = self._run
         x, y = lm.windows(self.text, self.rng.integers(0, len(self.text) - lm.CTX - 1, size=self.hp["batch_size"]))

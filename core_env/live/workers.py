@@ -38,6 +38,7 @@ Pool sizes are bounded (:func:`max_nodes`): :data:`MAX_NODES` workers, and at mo
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import multiprocessing
 import os
 import pickle
@@ -50,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from core_env.extras import needs
 from core_env.live.tasks import LiveTask, TaskSpec, build_task, checked_losses
 
 #: The most workers a pool may have (any backend).
@@ -71,10 +73,10 @@ class NodeTimeout(NodeFailure):
 
 
 def _limit_threads(threads: int) -> None:
-    try:
-        import torch
-    except ImportError:  # a numpy-only task needs no torch
+    if importlib.util.find_spec("torch") is None:  # a numpy-only task needs no torch
         return
+    with needs(__name__):
+        import torch
     torch.set_num_threads(threads)
 
 
@@ -389,10 +391,8 @@ class RayNodes(_Pool):
 
     def __init__(self, n_nodes: int, threads: int = 1, address: str | None = None) -> None:
         n_nodes = _check_nodes(n_nodes, self.backend)
-        try:
+        with needs(__name__, "ray"):
             import ray
-        except ImportError as error:
-            raise ImportError("backend='ray' needs Ray: pip install ray") from error
         self.ray = ray
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False)

@@ -54,18 +54,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
-from benchmarl.algorithms import MappoConfig
-from benchmarl.algorithms.mappo import Mappo
-from benchmarl.environments.common import Task, TaskClass
-from benchmarl.experiment.callback import Callback
-from benchmarl.models.common import Model, ModelConfig
-
 from core_env.config import EnvConfig
+from core_env.extras import needs
 from core_env.npz import write_atomic
 from mara_agents.integrations.benchmarl_ppo import FORMAT, load_agent
 from mara_agents.integrations.common import REPORTED_KEYS, EpisodeLog
 from mara_agents.integrations.nets import SequentialNodeCategorical, SlotActor, SlotCritic, over_leading
+
+with needs(__name__, "benchmarl"):
+    import torch
+    from benchmarl.algorithms import MappoConfig
+    from benchmarl.algorithms.mappo import Mappo
+    from benchmarl.environments.common import Task, TaskClass
+    from benchmarl.experiment.callback import Callback
+    from benchmarl.models.common import Model, ModelConfig
 
 CONF = Path(__file__).resolve().parent / "benchmarl_conf"
 GROUP = "node"
@@ -91,7 +93,8 @@ class CoreEnvClass(TaskClass):
 
             env_kwargs = {k: v for k, v in config.items() if k not in _TASK_ONLY}
             return lambda: NodeBatchEnv(num_envs, env_kwargs, seed=seed, device=device)
-        from torchrl.envs.libs.pettingzoo import PettingZooWrapper
+        with needs(__name__, "benchmarl"):
+            from torchrl.envs.libs.pettingzoo import PettingZooWrapper
 
         from core_env import discrete_core_v1
         from core_env.wrappers import MaskToInfo
@@ -139,13 +142,15 @@ class CoreEnvClass(TaskClass):
 
     def info_spec(self, env):
         if self.batched:
-            from torchrl.data import Composite
+            with needs(__name__, "benchmarl"):
+                from torchrl.data import Composite
 
             return Composite({"stats": env.full_observation_spec_unbatched["stats"].clone()})
         return self._only(env, "info")
 
     def state_spec(self, env):
-        from torchrl.data import Composite
+        with needs(__name__, "benchmarl"):
+            from torchrl.data import Composite
 
         return Composite({"state": env.observation_spec["state"].clone()}) if "state" in env.observation_spec.keys() else None
 
@@ -223,7 +228,8 @@ class SlotMappo(Mappo):
     (:class:`SequentialNodeCategorical`) instead of independent ``MaskedCategorical`` picks."""
 
     def _get_policy_for_loss(self, group, model_config, continuous):
-        from tensordict.nn import ProbabilisticTensorDictModule
+        with needs(__name__, "benchmarl"):
+            from tensordict.nn import ProbabilisticTensorDictModule
 
         policy = super()._get_policy_for_loss(group, model_config, continuous)
         heads = [m for m in policy.modules() if isinstance(m, ProbabilisticTensorDictModule)]
@@ -317,8 +323,9 @@ def train(task: CoreEnvClass, *, iterations: int = 5, frames_per_batch: int = 10
     """
     import tempfile
 
-    from benchmarl.experiment import Experiment, ExperimentConfig
-    from benchmarl.models.mlp import MlpConfig
+    with needs(__name__, "benchmarl"):
+        from benchmarl.experiment import Experiment, ExperimentConfig
+        from benchmarl.models.mlp import MlpConfig
 
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")

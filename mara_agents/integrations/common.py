@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from core_env import GYM_ID
+from core_env.extras import needs
 
 #: A small configuration for tests and smoke runs: 2 nodes, 4 slots, a 60-step arrival window
 #: (episodes of roughly 60–120 steps).
@@ -76,7 +77,8 @@ class RecordEpisodes(gym.Wrapper):
 
 def masked_logits(logits, mask):
     """``logits`` with :data:`MASKED_LOGIT` where ``mask`` is 0 (torch tensors, broadcastable shapes)."""
-    import torch
+    with needs(__name__):
+        import torch
 
     return torch.where(mask.bool(), logits, torch.full_like(logits, MASKED_LOGIT))
 

@@ -19,11 +19,13 @@ same distribution with per-node conditional log-probabilities, for per-agent PPO
 
 from __future__ import annotations
 
-import torch
-from torch import nn
-
 from core_env import features
+from core_env.extras import needs
 from mara_agents.integrations.common import MASKED_LOGIT
+
+with needs(__name__):
+    import torch
+    from torch import nn
 
 CONTEXT = features.NODE_FEATURES + features.GLOBAL_FEATURES
 

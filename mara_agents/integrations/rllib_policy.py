@@ -19,14 +19,17 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-import torch
-from ray.rllib.core.columns import Columns
-from ray.rllib.core.distribution.distribution import Distribution
-from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
-from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
+from core_env.extras import needs
 from mara_agents.integrations.common import MASKED_LOGIT, masked_logits
 from mara_agents.integrations.nets import SequentialMaskedCategorical, SlotActor, SlotCritic
+
+with needs(__name__, "rllib"):
+    import torch
+    from ray.rllib.core.columns import Columns
+    from ray.rllib.core.distribution.distribution import Distribution
+    from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
+    from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
 
 class SlotDistribution(Distribution):

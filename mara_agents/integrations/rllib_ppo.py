@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from core_env.extras import needs
 from core_env.npz import write_atomic
 from mara_agents.integrations.common import SMALL_ENV
 
@@ -56,7 +57,8 @@ POLICIES = ("mlp", "slot")
 
 def env_creator(config: Mapping[str, Any]):
     """RLlib env factory: ``ParallelPettingZooEnv(RLlibKeys(parallel_env(**config)))``."""
-    from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
+    with needs(__name__, "rllib"):
+        from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
 
     from core_env import discrete_core_v1
     from core_env.wrappers import RLlibKeys
@@ -85,11 +87,12 @@ def build_config(env_kwargs: Mapping[str, Any], *, train_batch_size: int = 1024,
                  lr: float = 3e-4, hidden: int = 64, seed: int = 0, policy: str = "mlp", n_envs: int = 8):
     """The PPOConfig, new API stack, local env runner: one shared masked MLP policy for all nodes on the
     PettingZoo view (``policy="mlp"``), or the per-slot RLModule on ``n_envs`` copies of the central view."""
-    from ray.rllib.algorithms.ppo import PPOConfig
-    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
-    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-    from ray.rllib.examples.rl_modules.classes.action_masking_rlm import ActionMaskingTorchRLModule
-    from ray.tune.registry import register_env
+    with needs(__name__, "rllib"):
+        from ray.rllib.algorithms.ppo import PPOConfig
+        from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+        from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+        from ray.rllib.examples.rl_modules.classes.action_masking_rlm import ActionMaskingTorchRLModule
+        from ray.tune.registry import register_env
 
     if policy == "slot":
         from core_env.config import EnvConfig
@@ -132,8 +135,9 @@ def train(env_kwargs: Mapping[str, Any] | None = None, *, iterations: int = 10, 
     ``policy="slot"``: the per-slot policy on the central view; with ``out``, ``snapshot.pt`` after every
     iteration and ``policy.pt`` + ``train.json`` at the end.
     """
-    import ray
-    import torch
+    with needs(__name__, "rllib"):
+        import ray
+        import torch
 
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")

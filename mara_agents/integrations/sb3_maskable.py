@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from core_env.extras import needs
 from core_env.npz import write_atomic
 from mara_agents.integrations.common import SMALL_ENV, EpisodeLog, RecordEpisodes, make_gym_env
 
@@ -65,10 +66,11 @@ def train(env_kwargs: Mapping[str, Any] | None = None, *, timesteps: int = 20_00
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
     if init is not None and policy != "slot":
         raise ValueError("init (starting weights) needs policy='slot'")
-    import torch
-    from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.vec_env import DummyVecEnv
+    with needs(__name__, "sb3"):
+        import torch
+        from sb3_contrib import MaskablePPO
+        from stable_baselines3.common.callbacks import BaseCallback
+        from stable_baselines3.common.vec_env import DummyVecEnv
 
     previous_threads = torch.get_num_threads()
     if threads:

@@ -16,10 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
-from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
+from core_env.extras import needs
 from mara_agents.integrations.nets import SequentialMaskedCategorical, SlotActor, SlotCritic
+
+with needs(__name__, "sb3"):
+    import torch
+    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
 
 class SlotMaskablePolicy(MaskableActorCriticPolicy):

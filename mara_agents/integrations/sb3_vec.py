@@ -37,9 +37,12 @@ import time
 from typing import Any
 
 import numpy as np
-from stable_baselines3.common.vec_env import VecEnv
 
+from core_env.extras import needs
 from core_env.vector import DiscreteCoREVectorEnv
+
+with needs(__name__, "sb3"):
+    from stable_baselines3.common.vec_env import VecEnv
 
 #: Methods of the vector env that ``env_method`` forwards; each returns one (B, ...) array, split per env.
 BATCHED_METHODS = ("action_masks", "state", "remaining_demand")

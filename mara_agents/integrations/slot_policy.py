@@ -22,14 +22,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
+from core_env.extras import needs
 from core_env.npz import write_atomic
 from mara_agents.checkpoint_files import read_verified
 from mara_agents.integrations.common import EpisodeLog, RecordEpisodes, make_gym_env
 from mara_agents.integrations.nets import SequentialMaskedCategorical, SlotActor, SlotCritic
 from mara_agents.predictors.features import ObservedFeatures, append_to_nodes
 from mara_agents.protocols import Agent
+
+with needs(__name__):
+    import torch
 
 POLICY_FILE = "policy.pt"
 #: The weights after the last finished epoch or update of a run in progress (``--init`` resumes from it).

@@ -39,15 +39,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from torch import nn
 
+from core_env.extras import needs
 from core_env.npz import write_atomic
 from mara_agents.integrations import slot_policy
 from mara_agents.integrations.common import SMALL_ENV, EpisodeLog, RecordEpisodes, make_gym_env
 from mara_agents.integrations.nets import SequentialMaskedCategorical, SlotActor, SlotCritic
 from mara_agents.integrations.slot_policy import POLICY_FILE, SNAPSHOT_FILE, SlotPolicyAgent, evaluate
 from mara_agents.predictors.features import PREDICTOR_FEATURE_NAMES
+
+with needs(__name__):
+    import torch
+    from torch import nn
 
 FORMAT = "mara_agents.integrations.tianshou_ppo/1"
 MISSING = "no Tianshou PPO checkpoint (train one with python -m mara_agents.integrations.tianshou_ppo --out DIR)"
@@ -95,8 +98,9 @@ class JointCritic(nn.Module):
 
 
 def _policy_class():
-    from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
-    from tianshou.data import Batch
+    with needs(__name__):
+        from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
+        from tianshou.data import Batch
 
     class JointMaskedPolicy(ProbabilisticActorPolicy):
         """ProbabilisticActorPolicy whose distribution knows the masks; in the update the stored joint
@@ -114,7 +118,8 @@ def _policy_class():
 
 
 def _ppo_class():
-    from tianshou.algorithm import PPO
+    with needs(__name__):
+        from tianshou.algorithm import PPO
 
     class RecordingPPO(PPO):
         """Tianshou's PPO, unchanged, that also keeps every update's mean losses."""
@@ -158,10 +163,11 @@ def train(env_kwargs: Mapping[str, Any] | None = None, *, epochs: int = 10, step
         where ``first``/``last`` summarize the completion rate, invalid actions and conflicts of the first and
         last quarter of the training episodes.
     """
-    from tianshou.algorithm.optim import AdamOptimizerFactory
-    from tianshou.data import Collector, VectorReplayBuffer
-    from tianshou.env import DummyVectorEnv
-    from tianshou.trainer import OnPolicyTrainerParams
+    with needs(__name__):
+        from tianshou.algorithm.optim import AdamOptimizerFactory
+        from tianshou.data import Collector, VectorReplayBuffer
+        from tianshou.env import DummyVectorEnv
+        from tianshou.trainer import OnPolicyTrainerParams
 
     if predictor is not None and predictor not in PREDICTOR_CHOICES:
         raise ValueError(f"predictor must be one of {PREDICTOR_CHOICES} or None, got {predictor!r}")

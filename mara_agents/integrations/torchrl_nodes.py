@@ -25,13 +25,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import torch
-from tensordict import TensorDict, TensorDictBase
-from torchrl.data import Binary, Categorical, Composite, Unbounded
-from torchrl.envs import EnvBase
 
+from core_env.extras import needs
 from core_env.vector import DiscreteCoREVectorEnv
 from mara_agents.integrations.common import REPORTED_KEYS
+
+with needs(__name__, "torchrl"):
+    import torch
+    from tensordict import TensorDict, TensorDictBase
+    from torchrl.data import Binary, Categorical, Composite, Unbounded
+    from torchrl.envs import EnvBase
 
 GROUP = "node"
 ACTION = (GROUP, "action")

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from core_env.extras import needs
 from core_env.npz import write_atomic
 from mara_agents.integrations.common import REPORTED_KEYS, SMALL_ENV, EpisodeLog
 
@@ -59,8 +60,9 @@ POLICIES = ("mlp", "slot")
 
 def make_env(env_kwargs: Mapping[str, Any], seed: int = 0):
     """core_env's parallel env as a TorchRL env: ``PettingZooWrapper(MaskToInfo(parallel_env(...)))`` + episode reward sum."""
-    from torchrl.envs import RewardSum, TransformedEnv
-    from torchrl.envs.libs.pettingzoo import PettingZooWrapper
+    with needs(__name__, "torchrl"):
+        from torchrl.envs import RewardSum, TransformedEnv
+        from torchrl.envs.libs.pettingzoo import PettingZooWrapper
 
     from core_env import discrete_core_v1
     from core_env.wrappers import MaskToInfo
@@ -72,9 +74,10 @@ def make_env(env_kwargs: Mapping[str, Any], seed: int = 0):
 def make_vector_env(env_kwargs: Mapping[str, Any], n_envs: int = 8, seed: int = 0):
     """``n_envs`` envs of the batched vector env as one TorchRL env (batch [n_envs]) through TorchRL's ``GymWrapper``,
     autoreset disabled; the episode statistics of :data:`REPORTED_KEYS` are read from the infos at every step."""
-    import torch
-    from torchrl.data import Unbounded
-    from torchrl.envs.libs.gym import GymWrapper, default_info_dict_reader
+    with needs(__name__, "torchrl"):
+        import torch
+        from torchrl.data import Unbounded
+        from torchrl.envs.libs.gym import GymWrapper, default_info_dict_reader
 
     from core_env.vector import DiscreteCoREVectorEnv
 
@@ -88,7 +91,8 @@ def make_vector_env(env_kwargs: Mapping[str, Any], n_envs: int = 8, seed: int = 
 def _slot_modules(history: int, hidden: int, per_node: bool):
     """torch modules around the per-slot nets: (..., N, D) -> (..., N, K+1) logits and the state's value,
     (..., N, 1) (``per_node``, one copy per agent) or (..., 1)."""
-    from torch import nn
+    with needs(__name__, "torchrl"):
+        from torch import nn
 
     from mara_agents.integrations.nets import SlotActor, SlotCritic, over_leading
 
@@ -125,9 +129,10 @@ def build(env, hidden: int = 64, centralised_critic: bool = True, policy: str = 
     (:class:`~mara_agents.integrations.nets.SequentialNodeCategorical`) on the PettingZoo view, joint
     (:class:`~mara_agents.integrations.nets.SequentialMaskedCategorical`) on the vector view.
     """
-    from tensordict.nn import TensorDictModule
-    from torch import nn
-    from torchrl.modules import MaskedCategorical, MultiAgentMLP, ProbabilisticActor
+    with needs(__name__, "torchrl"):
+        from tensordict.nn import TensorDictModule
+        from torch import nn
+        from torchrl.modules import MaskedCategorical, MultiAgentMLP, ProbabilisticActor
 
     if policy == "slot":
         from mara_agents.integrations.nets import SequentialMaskedCategorical, SequentialNodeCategorical
@@ -191,13 +196,14 @@ def train(env_kwargs: Mapping[str, Any] | None = None, *, iterations: int = 20, 
         raise ValueError(f"view must be one of {VIEWS} and policy one of {POLICIES}, got view={view!r}, policy={policy!r}")
     if policy != "slot" and (view == "vector" or init is not None):
         raise ValueError("the vector view and init (starting weights) need policy='slot'")
-    import torch
-    try:  # torchrl >= 0.12 renamed SyncDataCollector to Collector
-        from torchrl.collectors import Collector as SyncDataCollector
-    except ImportError:
-        from torchrl.collectors import SyncDataCollector
-    from torchrl.data.replay_buffers import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
-    from torchrl.objectives import ClipPPOLoss, ValueEstimators
+    with needs(__name__, "torchrl"):
+        import torch
+        try:  # torchrl >= 0.12 renamed SyncDataCollector to Collector
+            from torchrl.collectors import Collector as SyncDataCollector
+        except ImportError:
+            from torchrl.collectors import SyncDataCollector
+        from torchrl.data.replay_buffers import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
+        from torchrl.objectives import ClipPPOLoss, ValueEstimators
 
     from core_env.config import EnvConfig
     from mara_agents.integrations import slot_policy

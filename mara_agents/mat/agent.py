@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from core_env.config import EnvConfig
+from core_env.extras import needs
 from core_env.npz import write_atomic
 from mara_agents.checkpoint_files import read_verified, refuse_non_finite
 from mara_agents.mat.model import (
@@ -45,6 +45,9 @@ from mara_agents.mat.model import (
 )
 from mara_agents.predictors.features import ObservedFeatures, split_feature_set
 from mara_agents.protocols import Agent
+
+with needs(__name__):
+    import torch
 
 POLICY_FORMAT = "mara_agents.mat/1"
 POLICY_FILE = "mat.pt"

@@ -23,13 +23,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from core_env import features
+from core_env.extras import needs
 from mara_agents.checkpoint_files import read_checked, write_checked
 from mara_agents.mat.model import MATModel, Tokens, autoregressive_masks
 from mara_agents.predictors.features import predictor_observation
 from mara_agents.rollout import Transition, agent_policy, play
+
+with needs(__name__):
+    import torch
 
 DEMONSTRATIONS_FILE = "demonstrations.pt"
 DEMONSTRATIONS_FORMAT = "mara_agents.mat.demonstrations/1"

@@ -46,13 +46,16 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
 
 from core_env import features
+from core_env.extras import needs
 from core_env.observation import parse_observation as parse_env_observation
 from mara_agents.functional import linear, norm
+
+with needs(__name__):
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
 
 #: Predictor feature sets a model can be trained on (None: env features only).
 PREDICTOR_CHOICES = ("fm", "wls", "pfn", "pfn-post", "fm-post", None)

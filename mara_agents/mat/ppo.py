@@ -60,9 +60,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from core_env.config import EnvConfig
+from core_env.extras import MissingExtra, needs
 from core_env.npz import write_atomic
 from core_env.vector import DiscreteCoREVectorEnv
 from core_env.generators import generator_for
@@ -76,6 +76,9 @@ from mara_agents.mat.ppo_config import ENV_FLAGS, LIMITS, VARIANTS, PPOConfig, p
 from mara_agents.mat.train_state import (ADDED_ENV_FIELDS, METRICS_FILE, STATE_FILE, STATE_FORMAT, env_summary,  # noqa: F401
                                          identity, provenance, read_state, saved_env, write_state)
 from mara_agents.predictors.features import predictor_observation, split_feature_set
+
+with needs(__name__):
+    import torch
 
 #: Seed of the fixed evaluation workloads (training curves), the same for every training seed.
 EVAL_SEED = 20260901
@@ -451,7 +454,8 @@ class Trainer:
             if not self.baselines:
                 self.baselines = self.evaluate_baselines()
             if not self.quiet:
-                from tqdm import tqdm
+                with needs(__name__):
+                    from tqdm import tqdm
 
                 bar = tqdm(total=self.cfg.steps, initial=self.env_steps, unit="env-step", dynamic_ncols=True,
                            desc=f"{self.cfg.variant} s{self.cfg.seed}" + (" (resumed)" if resumed else ""))
@@ -564,11 +568,16 @@ class Trainer:
             bar.set_postfix(shown, refresh=False)
 
     def _tensorboard(self):
+        """A SummaryWriter under ``OUT/tb`` (None when quiet); without tensorboard the run goes on and says, on
+        stderr, that it writes no TensorBoard logs and which extra adds them."""
         if self.quiet:
             return None
         try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
+            with needs(__name__, "tensorboard"):
+                import tensorboard  # noqa: F401  (what torch.utils.tensorboard needs)
+                from torch.utils.tensorboard import SummaryWriter
+        except MissingExtra as missing:
+            print(f"no TensorBoard logs: {missing}", file=sys.stderr)
             return None
         return SummaryWriter(str(self.out / "tb"))
 

@@ -45,6 +45,7 @@ import numpy as np
 
 from core_env.curves import LOSS_FLOOR, CurveBank
 from core_env.curves.bank import NON_LEARNER
+from core_env.extras import needs
 
 SHAPES = ("pow3", "pow4", "mmf", "janoschek", "weibull", "exponential", "log_power", "ilog2", "plateau_drop",
           "slow_start", "two_phase", "linear")
@@ -208,10 +209,11 @@ def prior_bank(families: int, seed: int = 0, runs: int = RUNS, first: int = 0, n
 
 def figure(seed: int = 0, runs: int = 4):
     """One family per shape (``runs`` runs each), log loss against batches."""
-    import matplotlib
+    with needs(__name__):
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(3, 4, figsize=(13, 8.5), sharex=False)
     found: dict[str, int] = {}

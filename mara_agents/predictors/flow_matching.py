@@ -65,14 +65,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
 
 from core_env.curves import LOSS_FLOOR
+from core_env.extras import needs
 from mara_agents.checkpoint_files import MAX_WIDTH, SHIPPED_DIR, CheckpointKind, check_config
 from mara_agents.functional import gru_state, linear
 from mara_agents.protocols import QUANTILE_LEVELS, DemandSummary, Predictor
+
+with needs(__name__):
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
 
 #: Node-steps covered by each of the 32 future bins (sum = HORIZON).
 BIN_WIDTHS: tuple[int, ...] = (1,) * 8 + (2,) * 8 + (4,) * 8 + (8,) * 8

@@ -48,13 +48,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from torch import nn
 
 from core_env.curves import LOSS_FLOOR
+from core_env.extras import needs
 from mara_agents.checkpoint_files import MAX_LAYERS, MAX_WIDTH, SHIPPED_DIR, CheckpointKind, check_config
 from mara_agents.predictors.flow_matching import SUMMARY_FEATURES, STEP_FEATURES, TAIL, FlowConfig, history_features, pack_histories
 from mara_agents.protocols import QUANTILE_LEVELS, DemandSummary, Predictor
+
+with needs(__name__):
+    import torch
+    from torch import nn
 
 #: Node-steps covered by each demand bin (sum = HORIZON); a last, censored bin follows them.
 BIN_WIDTHS: tuple[int, ...] = (1,) * 8 + (2,) * 8 + (4,) * 8 + (8,) * 8 + (16,) * 4

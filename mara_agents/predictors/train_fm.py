@@ -50,11 +50,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from tqdm import tqdm
 
 from core_env.curves import LOSS_FLOOR, CurveBank
 from core_env.curves import corpus as corpus_module
+from core_env.extras import needs
 from core_env.generators import Drawn
 from core_env.workload import DEFAULT_RECIPE, TaskRecipe
 from mara_agents.checkpoint_files import MAX_WIDTH, RESOLUTION_RANGE
@@ -78,6 +77,10 @@ from mara_agents.predictors.flow_matching import (
     save_model,
     summarize_samples,
 )
+
+with needs(__name__):
+    import torch
+    from tqdm import tqdm
 
 TASK_SET = "id"
 VALIDATION_EVERY = 5

@@ -37,16 +37,19 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
-from tqdm import tqdm
 
 from core_env.curves import bank_for
+from core_env.extras import needs
 from mara_agents.predictors.curve_prior import RUNS, prior_bank
 from mara_agents.checkpoint_files import MAX_LAYERS, MAX_WIDTH
 from mara_agents.cli_checks import (BATCH_MAX, BUILD_DIR, EXAMPLES_MAX, SEED_MAX, STEPS_MAX, THREADS_MAX, add_output_flags, float_flag,
                                     int_flag, output_file)
 from mara_agents.predictors.pfn import (DEFAULT_CHECKPOINT, PFNConfig, PFNModel, PFNPredictor, demand_bins, features, save_model)
 from mara_agents.predictors.train_fm import Examples, simulate_examples, split_bank, warmup_cosine
+
+with needs(__name__):
+    import torch
+    from tqdm import tqdm
 
 PRIOR_SEED = 20261202
 PRIOR_VALIDATION = 100
@@ -71,7 +74,8 @@ def tensors(examples: Examples, config: PFNConfig) -> tuple[torch.Tensor, torch.
 
 
 def _auc(p: np.ndarray, y: np.ndarray) -> float:
-    from scipy.stats import rankdata
+    with needs(__name__):
+        from scipy.stats import rankdata
 
     pos = int(y.sum())
     neg = y.size - pos

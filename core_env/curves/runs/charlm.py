@@ -8,6 +8,7 @@ import numpy as np
 
 from core_env.curves.runs import common as C
 from core_env.curves.runs import data as D
+from core_env.extras import needs
 
 OPT_PROBS = {"adamw": 0.6, "adam": 0.25, "momentum": 0.15}
 GOOD_LR = {"adamw": 1.5e-3, "adam": 1.5e-3, "momentum": 0.1}
@@ -28,8 +29,9 @@ def sample_hp(rng) -> dict[str, Any]:
 
 
 def build(hp: dict[str, Any]):
-    import torch
-    import torch.nn as nn
+    with needs(__name__, "curves"):
+        import torch
+        import torch.nn as nn
 
     from core_env.curves.runs.transformer import block_class
 
@@ -53,7 +55,8 @@ def build(hp: dict[str, Any]):
 
 
 def windows(data: np.ndarray, starts: np.ndarray):
-    import torch
+    with needs(__name__, "curves"):
+        import torch
 
     idx = starts[:, None] + np.arange(CTX + 1)[None, :]
     chunk = torch.from_numpy(data[idx].astype(np.int64))
@@ -61,8 +64,9 @@ def windows(data: np.ndarray, starts: np.ndarray):
 
 
 def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
-    import torch
-    import torch.nn.functional as F
+    with needs(__name__, "curves"):
+        import torch
+        import torch.nn.functional as F
 
     train, valid, info = D.stdlib_text()
     hp = sample_hp(seeds.hp)

@@ -7,6 +7,7 @@ from typing import Any
 from core_env.curves.runs import common as C
 from core_env.curves.runs import data as D
 from core_env.curves.runs.mlp import evaluate
+from core_env.extras import needs
 
 OPT_PROBS = {"sgd": 0.2, "momentum": 0.3, "adam": 0.3, "adamw": 0.2}
 GOOD_LR = {"sgd": 0.1, "momentum": 0.02, "adam": 3e-3, "adamw": 3e-3}
@@ -24,7 +25,8 @@ def sample_hp(rng) -> dict[str, Any]:
 
 
 def build(length: int, n_out: int, hp: dict[str, Any]):
-    import torch.nn as nn
+    with needs(__name__, "curves"):
+        import torch.nn as nn
 
     act = {"relu": nn.ReLU, "gelu": nn.GELU}[hp["activation"]]
     layers, c, L = [], 1, length
@@ -37,8 +39,9 @@ def build(length: int, n_out: int, hp: dict[str, Any]):
 
 
 def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
-    import torch
-    import torch.nn.functional as F
+    with needs(__name__, "curves"):
+        import torch
+        import torch.nn.functional as F
 
     Xtr, ytr, Xte, yte = D.mnist1d()
     Xtr, Xte = Xtr[:, None, :], Xte[:, None, :]

@@ -19,6 +19,7 @@ import numpy as np
 # The flag bits and the rule behind them are public: :mod:`core_env.curves.flags` (re-exported here).
 # The trainer stops a run whose finite loss exceeds ``EXPLODE_FACTOR * max(first loss, 1)``.
 from core_env.curves.flags import DIVERGED, EXPLODE_FACTOR, NON_LEARNER, NON_LEARNER_RATIO, flag_one, smooth_window  # noqa: F401
+from core_env.extras import needs
 
 
 # --------------------------------------------------------------------------------------------- seeds
@@ -95,7 +96,8 @@ def sample_schedule(rng: np.random.Generator, probs: dict[str, float] | None = N
 
 
 def make_optimizer(params: Any, hp: dict[str, Any]):
-    import torch
+    with needs(__name__, "curves"):
+        import torch
 
     name, lr, wd = hp["optimizer"], hp["lr"], hp["weight_decay"]
     if name == "sgd":
@@ -130,7 +132,8 @@ def set_lr(opt: Any, base_lr: float, factor: float) -> None:
 
 
 def torch_setup(seed: int) -> None:
-    import torch
+    with needs(__name__, "curves"):
+        import torch
 
     torch.set_num_threads(1)
     torch.manual_seed(seed)
@@ -182,7 +185,8 @@ def optimizer_step(opt: Any, hp: dict[str, Any], step: int, steps: int, step_los
     """Step ``step`` of ``steps`` (also a live task's batch: core_env.live.tasks): the scheduled learning rate,
     the mini-batch loss logged, then, unless it diverged, backward, gradient clipping and the update.
     Returns False on divergence (the update is skipped)."""
-    import torch
+    with needs(__name__, "curves"):
+        import torch
 
     set_lr(opt, hp["lr"], lr_factor(hp.get("schedule", "constant"), step, steps))
     loss = step_loss(step)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from core_env.extras import needs
+
 
 def _split_standardize(X: np.ndarray, y: np.ndarray, test_frac: float = 0.2, seed: int = 0):
     """Fixed train/test split (seeded) and per-feature standardisation with train statistics."""
@@ -24,7 +26,8 @@ def _split_standardize(X: np.ndarray, y: np.ndarray, test_frac: float = 0.2, see
 @functools.lru_cache(maxsize=None)
 def tabular(name: str):
     """(X_train, y_train, X_test, y_test, n_classes) for an sklearn dataset."""
-    from sklearn import datasets
+    with needs(__name__, "curves"):
+        from sklearn import datasets
 
     if name == "digits":
         X, y = datasets.load_digits(return_X_y=True)
@@ -46,7 +49,8 @@ def tabular(name: str):
 @functools.lru_cache(maxsize=None)
 def digits_images():
     """sklearn digits as (N, 8, 8) float32 in [0, 1], fixed 80/20 split."""
-    from sklearn import datasets
+    with needs(__name__, "curves"):
+        from sklearn import datasets
 
     X, y = datasets.load_digits(return_X_y=True)
     perm = np.random.default_rng(0).permutation(len(y))
@@ -59,7 +63,8 @@ def digits_images():
 @functools.lru_cache(maxsize=None)
 def mnist1d():
     """MNIST-1D generated offline with the package defaults (4,000 train / 1,000 test, length 40)."""
-    from mnist1d.data import get_dataset_args, make_dataset
+    with needs(__name__, "curves"):
+        from mnist1d.data import get_dataset_args, make_dataset
 
     state = np.random.get_state()  # make_dataset reseeds numpy's global RNG; restore it afterwards
     try:

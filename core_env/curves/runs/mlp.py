@@ -6,6 +6,7 @@ from typing import Any
 
 from core_env.curves.runs import common as C
 from core_env.curves.runs import data as D
+from core_env.extras import needs
 
 DATASETS = {"mlp_digits": "digits", "mlp_wine": "wine", "mlp_breast_cancer": "breast_cancer", "mlp_synth": "synth"}
 OPT_PROBS = {"sgd": 0.25, "momentum": 0.3, "adam": 0.25, "adamw": 0.2}
@@ -23,7 +24,8 @@ def sample_hp(rng) -> dict[str, Any]:
 
 
 def build(n_in: int, n_out: int, hp: dict[str, Any]):
-    import torch.nn as nn
+    with needs(__name__, "curves"):
+        import torch.nn as nn
 
     act = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU}[hp["activation"]]
     layers, d = [], n_in
@@ -35,8 +37,9 @@ def build(n_in: int, n_out: int, hp: dict[str, Any]):
 
 
 def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
-    import torch
-    import torch.nn.functional as F
+    with needs(__name__, "curves"):
+        import torch
+        import torch.nn.functional as F
 
     Xtr, ytr, Xte, yte, n_classes = D.tabular(DATASETS[family])
     hp = sample_hp(seeds.hp)
@@ -57,8 +60,9 @@ def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
 
 
 def evaluate(model, Xte, yte) -> dict[str, float]:
-    import torch
-    import torch.nn.functional as F
+    with needs(__name__, "curves"):
+        import torch
+        import torch.nn.functional as F
 
     with torch.no_grad():
         logits = model(torch.from_numpy(Xte))

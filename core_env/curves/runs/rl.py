@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from core_env.curves.runs import common as C
+from core_env.extras import needs
 
 ENVS = {"rl_cartpole": "CartPole-v1", "rl_acrobot": "Acrobot-v1"}
 N_ENVS = 8
@@ -49,7 +50,8 @@ def sample_hp(rng) -> dict[str, Any]:
 
 
 def build(n_obs: int, n_act: int, hp: dict[str, Any]):
-    import torch.nn as nn
+    with needs(__name__, "curves"):
+        import torch.nn as nn
 
     def mlp(n_out: int, final: bool = True):
         layers, d = [], n_obs
@@ -81,7 +83,8 @@ def build(n_obs: int, n_act: int, hp: dict[str, Any]):
 
 def numpy_actor(model):
     """The policy of ``model`` as a float64 numpy function obs -> action probabilities (fast rollouts)."""
-    import torch.nn as nn
+    with needs(__name__, "curves"):
+        import torch.nn as nn
 
     mods = ([m for m in model.trunk] if model.trunk is not None else []) + (
         [model.pi] if model.trunk is not None else [m for m in model.pi])
@@ -144,8 +147,9 @@ class ActorCriticRun:
         """Update ``update`` (0-based) of ``steps``: the returns of the episodes that finished during it.
 
         Raises FloatingPointError (a non-finite policy or loss); ValueError / RuntimeError from torch."""
-        import torch
-        import torch.nn.functional as F
+        with needs(__name__, "curves"):
+            import torch
+            import torch.nn.functional as F
 
         hp, model, opt, rng, envs, n_obs, n_act = self.hp, self.model, self.opt, self.rng, self.envs, self.n_obs, self.n_act
         buf_obs, buf_act, buf_rew = self.buf_obs, self.buf_act, self.buf_rew

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from core_env.extras import needs
+
 
 def block_class():
-    import torch.nn as nn
-    import torch.nn.functional as F
+    with needs(__name__, "curves"):
+        import torch.nn as nn
+        import torch.nn.functional as F
 
     class Block(nn.Module):
         def __init__(self, d: int, heads: int, causal: bool, mlp_ratio: int = 4) -> None:

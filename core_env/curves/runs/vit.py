@@ -6,6 +6,7 @@ from typing import Any
 
 from core_env.curves.runs import common as C
 from core_env.curves.runs import data as D
+from core_env.extras import needs
 
 OPT_PROBS = {"sgd": 0.15, "momentum": 0.25, "adam": 0.3, "adamw": 0.3}
 GOOD_LR = {"sgd": 0.1, "momentum": 0.02, "adam": 1e-3, "adamw": 1e-3}
@@ -27,8 +28,9 @@ def sample_hp(rng) -> dict[str, Any]:
 
 
 def build(hp: dict[str, Any], n_patches: int, patch_dim: int, n_out: int):
-    import torch
-    import torch.nn as nn
+    with needs(__name__, "curves"):
+        import torch
+        import torch.nn as nn
 
     from core_env.curves.runs.transformer import block_class
 
@@ -62,8 +64,9 @@ def patches(images):
 
 
 def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
-    import torch
-    import torch.nn.functional as F
+    with needs(__name__, "curves"):
+        import torch
+        import torch.nn.functional as F
 
     from core_env.curves.runs.mlp import evaluate
 
