@@ -7,7 +7,11 @@ ImportError naming the module that needed it and the extra to install::
 
     mara_agents.mat.model needs torch, which is not installed: pip install 'core-learning[agents]'
 
-``python -m benchmarks`` / ``core-benchmarks`` turn it into exit status 2 with that line. Only a dependency
+``python -m benchmarks`` / ``core-benchmarks`` turn it into exit status 2 with that line, and so does any
+other command of these packages (``python -m mara_agents.mat.ppo``, ``python -m core_env.curves ...``):
+importing this module installs a ``sys.excepthook`` that, for an uncaught :class:`MissingExtra` while
+``__main__`` is one of our modules, prints ``MODULE: MESSAGE`` on one line and exits 2 (every other
+exception, and every other program, goes to the hook that was there before). Only a dependency
 that is not installed is translated: a broken install (an installed dependency missing a submodule of its
 own) keeps its original error. tests/test_extras.py checks :data:`EXTRAS` against pyproject.toml and that every
 optional import is guarded.
@@ -16,6 +20,7 @@ optional import is guarded.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -97,3 +102,29 @@ def needs(user: str, extra: str | None = None) -> Iterator[None]:
         if not is_optional(root) or not _absent(root):
             raise
         raise missing_extra(root, user, extra) from error
+
+
+#: The packages whose commands (``python -m PACKAGE.MODULE``) exit 2 on a missing extra.
+PACKAGES = ("core_env", "mara_agents", "benchmarks")
+
+
+def _command() -> str | None:
+    """The module ``python -m`` runs, when it is one of :data:`PACKAGES`' (None otherwise)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", None) or ""
+    return name.removesuffix(".__main__") if name.partition(".")[0] in PACKAGES else None
+
+
+def _exit_2_on_missing_extra(kind, error, trace, previous=sys.excepthook) -> None:
+    command = _command()
+    if command is None or not issubclass(kind, MissingExtra):
+        previous(kind, error, trace)
+        return
+    sys.stdout.flush()
+    sys.stderr.write(f"python -m {command}: {error}\n")
+    sys.stderr.flush()
+    os._exit(2)  # an excepthook cannot set the status; nothing ran that needs cleaning up
+
+
+if getattr(sys.excepthook, "__name__", "") != _exit_2_on_missing_extra.__name__:
+    sys.excepthook = _exit_2_on_missing_extra

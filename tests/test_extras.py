@@ -10,6 +10,7 @@ import functools
 import importlib
 import importlib.metadata
 import json
+import os
 import re
 import subprocess
 import sys
@@ -180,6 +181,7 @@ def unblock(saved):
 
 _EXEC_BLOCKS = BLOCKER + """
 import json
+import os
 from core_env.extras import MissingExtra, needs
 results = []
 for module, extra, body, root in json.loads(sys.stdin.read()):
@@ -298,3 +300,21 @@ def test_extra_lookup_prefers_the_named_extra_only_when_it_installs_the_module()
     with pytest.raises(ValueError, match="unknown extra 'nope'"):
         with needs("x", "nope"):
             pass
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("module, blocked", [("mara_agents.mat.ppo", "torch"), ("mara_agents.predictors.train_pfn", "torch")])
+def test_every_command_without_its_extra_exits_2_with_one_line(module, blocked, tmp_path):
+    # a real `python -m MODULE`, the dependency blocked at start-up (sitecustomize)
+    (tmp_path / "sitecustomize.py").write_text(f"{BLOCKER}\nblock({blocked!r})\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    run = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert run.returncode == 2, run.stderr[-2000:]
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"python -m {module}: ") and f"needs {blocked}," in lines[0], run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_other_programs_keep_their_tracebacks():
+    run = _blocked("import mara_agents.mat.model", "torch")  # `python -c`: not one of our commands
+    assert run.returncode == 1 and "Traceback" in run.stderr and _last_line(run).startswith("core_env.extras.MissingExtra: ")
