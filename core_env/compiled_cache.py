@@ -21,7 +21,7 @@ COMPILED = ("rules", "dynamics", "features", "vector")
 #: Every source file the compiled code depends on, relative to the package: the compiled modules and the
 #: core_env modules they import (a test checks the list against their imports).
 SOURCES = (*(f"{name}.py" for name in COMPILED), "jit.py", "state.py", "curves/__init__.py", "curves/bank.py",  # LOSS_FLOOR lives in bank.py
-           "config.py", "generators.py", "sim.py", "task_source.py", "workload.py")
+           "config.py", "generators.py", "memory.py", "sim.py", "task_source.py", "workload.py")
 STAMP = "compiled_rules.sha256"
 
 
