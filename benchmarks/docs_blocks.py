@@ -171,6 +171,12 @@ def _ray_cluster() -> str:
     return table(_json(RESULTS / "ray_cluster.json"))
 
 
+def _ray_cluster_live() -> str:
+    from benchmarks.ray_cluster import table_live
+
+    return table_live(_json(RESULTS / "ray_cluster_live.json"))
+
+
 def _fidelity() -> str:
     from benchmarks.fidelity import table
 
@@ -199,6 +205,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/benchmarks.md", "perf"): _perf,
     ("docs/fidelity.md", "fidelity-table"): _fidelity,
     ("docs/benchmarks.md", "ray-cluster"): _ray_cluster,
+    ("docs/benchmarks.md", "ray-cluster-live"): _ray_cluster_live,
     **{(f"docs/tutorials/{page}", "library-small"): _library_small for page in ("README.md", "tianshou.md", "sb3.md", "torchrl.md")},
 }
 

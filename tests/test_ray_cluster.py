@@ -5,7 +5,8 @@ two worker nodes of one CPU each; a killed node is replaced before the next test
 through the Ray backend with a worker node killed while a job runs on it equal a local run's exactly; (b) a
 live fidelity run on Ray actors whose node is killed raises NodeFailure, and resuming plays every episode once;
 and the Ray backend's retries are bounded and never retry a cell's own error. ``python -m benchmarks.ray_cluster``
-is the full-size run of (a) (docs/benchmarks.md).
+is the full-size run of (a), ``python -m benchmarks.ray_cluster --live`` of (b) (the same functions:
+:func:`~benchmarks.ray_cluster.run_on`, :func:`~benchmarks.ray_cluster.run_live`; docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -122,7 +124,6 @@ def test_a_live_fidelity_run_whose_node_is_killed_raises_node_failure_and_resume
     pytest.importorskip("torch")
     pytest.importorskip("sklearn")
     from benchmarks import fidelity
-    from core_env.live.workers import NodeFailure
 
     monkeypatch.setattr(fidelity, "FAMILIES", ("mlp_wine", "mlp_breast_cancer"))
     monkeypatch.setattr(fidelity, "RUNS_PER_FAMILY", 2)
@@ -138,7 +139,7 @@ def test_a_live_fidelity_run_whose_node_is_killed_raises_node_failure_and_resume
         return banks[key]
 
     monkeypatch.setattr(fidelity, "record_bank", recorded_once)
-    written = Counter()
+    written = Counter()  # counted here too, independently of the run's own count
     write = fidelity.write_atomic_bytes
 
     def counted(path, data):
@@ -146,30 +147,45 @@ def test_a_live_fidelity_run_whose_node_is_killed_raises_node_failure_and_resume
         return write(path, data)
 
     monkeypatch.setattr(fidelity, "write_atomic_bytes", counted)
-    cells = tmp_path / "fidelity" / "cells"
     names = [f"edf__{e}.json.gz" for e in range(3)]
     # the node of one of the two actors dies once episode 0 is written, while episode 1 or 2 plays (0.1 s slices:
-    # about 3 s of play left, which the kill takes a fraction of)
-    killer = ray_cluster.NodeKiller(cluster, lambda: len(list(cells.glob("*.json.gz"))), 1, hard=False, title="ray::NodeWorker")
-    killer.start()
-    try:
-        with pytest.raises(NodeFailure, match=r"node [01]: its Ray actor died"):
-            fidelity.run(["edf"], episodes=3, out=tmp_path, backend="ray", address=cluster.address, slice_s=0.1)
-    finally:
-        killer.done.set()
-        killer.join()
-    assert killer.stop()["node_id"] not in {node.node_id for node in cluster.worker_nodes}
-    kept = sorted(written)
-    assert kept in (names[:1], names[:2]) and set(written.values()) == {1}  # the episodes before the kill were kept
-    ray.shutdown()  # as a new process would resume: a replacement node joins, and the run goes on where it stopped
-    cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    result = fidelity.run(["edf"], episodes=3, out=tmp_path, backend="ray", address=cluster.address, slice_s=0.1)
+    # about 3 s of play left, which the kill takes a fraction of); the run raises, a node joins, the run resumes
+    figures = ray_cluster.run_live(cluster, tmp_path / "live.json", episodes=3, kill_after_episodes=1, rows=("edf",), slice_s=0.1, hard=False)
+    assert json.loads((tmp_path / "live.json").read_text()) == figures
+    failure = re.fullmatch(r"node ([01]): its Ray actor died during \w+; .*", figures["node_failure"], re.S)
+    assert failure and figures["killed"]["actor"] == int(failure.group(1)) and figures["killed"]["episodes_written_before"] >= 1
+    assert figures["killed"]["node_id"] not in {node.node_id for node in cluster.worker_nodes} and len(cluster.worker_nodes) == WORKERS
+    kept = figures["failed_run"]["episodes"]["edf"]
+    assert kept in ([0], [0, 1]) and figures["resumed_run"]["episodes"]["edf"] == [e for e in range(3) if e not in kept]
     assert written == dict.fromkeys(names, 1)  # every episode played (and written) once: the kept ones read back
-    played = [json.loads(gzip.decompress((cells / name).read_bytes())) for name in names]
-    assert [cell["episode"] for cell in played] == [0, 1, 2] and result["backend"] == "ray"
-    assert result["per_episode"]["edf"]["live"] == [cell["completion_rate"] for cell in played]
-    assert result["per_episode"]["edf"]["trace"] == result["per_episode"]["edf"]["live"]  # each episode's services replay it exactly
+    assert figures["played_once"] and figures["trace_equals_live"] and figures["live_equals_cells"] and figures["ok"]
+    played = [json.loads(gzip.decompress((tmp_path / "live" / "fidelity" / "cells" / name).read_bytes())) for name in names]
+    assert [cell["episode"] for cell in played] == [0, 1, 2]
+    assert figures["per_episode"]["edf"]["live"] == [cell["completion_rate"] for cell in played] == figures["per_episode"]["edf"]["trace"]
+    assert figures["completion"]["edf"]["trace_equal"] == 3 and figures["slice_s"] == 0.1
+    assert "| every episode played once | yes: each of the 3 cells written exactly once over the two parts |" in ray_cluster.table_live(figures)
+
+
+def test_the_live_runs_arguments_are_checked_before_a_cluster_starts(tmp_path, capsys):
+    with pytest.raises(ValueError, match=r"kill_after_episodes must be an int in \[1, episodes - 1 = 2\].*got 3"):
+        ray_cluster.live(tmp_path / "a.json", 2, episodes=3, kill_after_episodes=3, rows=("edf",))
+    with pytest.raises(ValueError, match=r"episodes \(--episodes\) must be an int in \[2, "):
+        ray_cluster.live(tmp_path / "a.json", 2, episodes=1, rows=("edf",))
+    with pytest.raises(ValueError, match="out: .* is a folder"):
+        ray_cluster.live(tmp_path, 2, episodes=3, rows=("edf",))
+    (tmp_path / "a" / "fidelity").mkdir(parents=True)
+    (tmp_path / "a" / "fidelity" / "settings.json").write_text("{}")
+    with pytest.raises(ValueError, match="already holds a live run"):
+        ray_cluster.live(tmp_path / "a.json", 2, episodes=3, rows=("edf",))
+    with pytest.raises(ValueError, match="rows must be distinct"):
+        ray_cluster.live(tmp_path / "b.json", 2, episodes=3, rows=("edf", "edf"))
+    for argv, message in ((["--live", "--roots", "2"], "--roots: only for the paper suite's run"),
+                          (["--slice", "0.1"], "--slice: only for --live"),
+                          (["--live", "--nodes", "1"], "--nodes must be >= 2"),
+                          (["--live", "--episodes", "3", "--kill-after-episodes", "0", "--rows", "edf"], "kill_after_episodes must be")):
+        with pytest.raises(SystemExit) as exit:
+            ray_cluster.main(argv)
+        assert exit.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_jobs_wait_with_a_warning_while_no_worker_node_is_left_and_finish_when_one_joins(cluster, tmp_path, monkeypatch):
