@@ -235,3 +235,27 @@ def test_the_command_line_sets_the_training_environment(tmp_path, capsys, monkey
     monkeypatch.setattr(ppo, "Trainer", Capture)
     ppo.main(["--out", str(tmp_path / "run"), "--steps", "10", "--n-nodes", "2"])
     assert seen["env"].n_nodes == 2
+
+
+def test_env_json_sets_any_environment_field_like_the_integration_trainers(tmp_path, capsys):
+    import dataclasses
+
+    from core_env.config import EnvConfig
+    from mara_agents.mat import ppo
+
+    base = ["--out", str(tmp_path), "--steps", "10"]
+    fields = '{"node_speeds": [1, 1, 2, 2], "switch_cost": 0.1, "history": 4, "arrival_steps": 60, "load": 0.3}'
+    env = ppo.parse_command([*base, "--env", fields, "--n-slots", "8"])[2]
+    assert env == EnvConfig(node_speeds=(1.0, 1.0, 2.0, 2.0), switch_cost=0.1, history=4, arrival_steps=60, load=0.3, n_slots=8)
+    assert ppo.parse_command([*base, "--variant", "mara-sparse", "--env", '{"reward": "sparse"}'])[2].reward == "sparse"
+    for flags, message in ((["--env", "[1]"], "a JSON object"), (["--env", "{bad"], "not JSON"),
+                           (["--env", '{"bogus": 1}'], "unknown environment argument(s) ['bogus']"),
+                           (["--env", '{"n_nodes": 2}', "--n-nodes", "2"], "n_nodes is given twice"),
+                           (["--env", '{"reward": "sparse"}'], "the reward is the variant's"),
+                           (["--env", '{"node_speeds": [1, 2]}'], "node_speeds must have length"),
+                           (["--env", '{"switch_cost": 1.5}'], "switch_cost must be")):
+        with pytest.raises(SystemExit) as stopped:
+            ppo.parse_command([*base, *flags])
+        assert stopped.value.code == 2 and message in capsys.readouterr().err, flags
+    three = Trainer(toy_ppo(), tmp_path / "h3", env_config=dataclasses.replace(TOY_CONFIG, history=3), workload_fn=toy_workload, quiet=True)
+    assert three.model_config.history == 3  # the model sees the environment's history

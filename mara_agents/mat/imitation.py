@@ -106,7 +106,7 @@ def collect_demonstrations(teacher, envs, workloads: list, parse, max_samples: i
 
     Args:
         teacher: a non-oracle :class:`~mara_agents.protocols.Agent` acting on plain env observations.
-        envs: the trainer's vector env of len(workloads) environments (:func:`mara_agents.mat.ppo.training_envs`:
+        envs: the trainer's vector env of len(workloads) environments (:func:`mara_agents.mat.train_envs.training_envs`:
             its predictor features give the student's observations, its reward the student's reward).
         parse: (B, N, D) student observations -> Tokens.
         max_samples: keep at most this many (step, env) samples, drawn evenly (None: all).
@@ -134,6 +134,18 @@ def collect_demonstrations(teacher, envs, workloads: list, parse, max_samples: i
     info = {"episodes": envs.num_envs, "samples": int(data["actions"].shape[0]), "seconds": round(time.perf_counter() - started, 1),
             "teacher_completion": float(np.mean(played.infos["completion_rate"]))}
     return Demonstrations(data, info)
+
+
+def demonstrations(path: Path, teacher: str, workloads, make_envs, parse) -> Demonstrations:
+    """The demonstrations saved at ``path``; none there yet: the teacher ``teacher``'s (:func:`make_teacher`) on
+    ``workloads()``, played on ``make_envs(len(workloads))`` (:func:`collect_demonstrations`), saved at ``path``."""
+    if path.exists():
+        return Demonstrations.load(path)
+    drawn = workloads()
+    envs = make_envs(len(drawn))
+    demos = collect_demonstrations(make_teacher(teacher), envs, drawn, parse)
+    demos.save(path)
+    return demos
 
 
 def clone(model: MATModel, demos: Demonstrations, value_norm, optimizer: torch.optim.Optimizer, epochs: float,

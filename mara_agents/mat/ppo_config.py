@@ -1,16 +1,19 @@
 """The trainer's arguments: PPO hyperparameters (:class:`PPOConfig`, each checked against :data:`LIMITS`),
-the variants, and the command line that sets them and the environment trained on (:func:`parse_command`).
-The first part of :mod:`mara_agents.mat.ppo`, in CleanRL's order (arguments, environment, model, rollout,
-advantages, update)."""
+the variants, and the command line that sets them and the environment trained on (:func:`parse_command`:
+``--n-nodes``, ``--n-slots``, ``--load``, ``--task-set``, and any EnvConfig field as ``--env`` JSON, as the
+integration trainers take it). The first part of :mod:`mara_agents.mat.ppo`, in CleanRL's order (arguments,
+environment, model, rollout, advantages, update)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 from pathlib import Path
+from typing import Any
 
-from core_env.config import LOADS, EnvConfig
+from core_env.config import EnvConfig, make_config, parse_load
 from mara_agents.cli_checks import add_overwrite_flag, refuse_shipped
 from mara_agents.mat.model import MATConfig
 
@@ -155,6 +158,20 @@ class PPOConfig:
 DESCRIPTION = "PPO trainer for the MAT allocator (MARA and its ablations), in the spirit of CleanRL's ppo.py."
 #: Environment flags of the command line (EnvConfig fields); unset ones keep EnvConfig's defaults.
 ENV_FLAGS = {"n_nodes": int, "n_slots": int, "load": str, "task_set": str}
+ENV_HELP = ("any EnvConfig fields as a JSON object, as the integration trainers take it, e.g. "
+            '\'{"node_speeds": [1, 1, 2, 2], "switch_cost": 0.1, "history": 4}\'; a field is set here or by its flag above, '
+            "not both; the reward is the variant's")
+
+
+def env_json(text: str) -> dict[str, Any]:
+    """``--env``: a JSON object of EnvConfig fields (argparse reports anything else as a usage error)."""
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not JSON ({error}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"a JSON object of EnvConfig fields, got {text!r}")
+    return value
 
 
 def parse_command(argv: list[str] | None = None) -> tuple[PPOConfig, Path, EnvConfig]:
@@ -175,18 +192,25 @@ def parse_command(argv: list[str] | None = None) -> tuple[PPOConfig, Path, EnvCo
     for name, kind in ENV_FLAGS.items():
         env.add_argument("--" + name.replace("_", "-"), type=kind, default=None,
                          help="a load name (train, x1.25, x1.5, x2) or an intensity per node in (0, 1]" if name == "load" else None)
+    env.add_argument("--env", type=env_json, default=None, metavar="JSON", help=ENV_HELP)
     args = vars(parser.parse_args(argv))
     out = args.pop("out")
     refuse_shipped(parser, "--out", out, args.pop("overwrite_shipped"))
-    env_kwargs = {name: args.pop(name) for name in ENV_FLAGS}
-    env_kwargs = {name: value for name, value in env_kwargs.items() if value is not None}
-    if "load" in env_kwargs and env_kwargs["load"] not in LOADS:
+    env_kwargs, flags = dict(args.pop("env") or {}), {name: args.pop(name) for name in ENV_FLAGS}
+    for name in (name for name, value in flags.items() if value is not None and name in env_kwargs):
+        parser.error(f"{name} is given twice: by --{name.replace('_', '-')} and in --env")
+    if flags["load"] is not None:
         try:
-            env_kwargs["load"] = float(env_kwargs["load"])
-        except ValueError:
-            parser.error(f"--load must be one of {sorted(LOADS)} or a number in (0, 1], got {env_kwargs['load']!r}")
+            flags["load"] = parse_load(flags["load"], "--load")
+        except ValueError as error:
+            parser.error(str(error))
+    env_kwargs.update({name: value for name, value in flags.items() if value is not None})
     try:
-        return PPOConfig(**args), out, EnvConfig(**env_kwargs)
+        cfg = PPOConfig(**args)
+        if env_kwargs.get("reward", cfg.reward) != cfg.reward:
+            raise ValueError(f"--env reward={env_kwargs['reward']!r}: the reward is the variant's ({cfg.variant}: {cfg.reward!r}); "
+                             f"choose it with --variant")
+        return cfg, out, make_config(**env_kwargs)
     except (ValueError, TypeError) as error:
         parser.error(str(error))
 

@@ -7,12 +7,15 @@ identity (:func:`identity`: hyperparameters but budgets and intervals, model sha
 written atomically with a checksum (:func:`mara_agents.checkpoint_files.write_checked`) and never while a
 parameter is NaN or infinite; :func:`read_state` refuses a file of another format, a damaged or
 non-finite one, or one whose identity differs from this run's, naming the first field that differs.
+:func:`trainer_state` and :func:`restore` are what a :class:`~mara_agents.mat.ppo.Trainer` saves and loads;
+:func:`policy_manifest` is what its final ``mat.json`` records.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +25,7 @@ from mara_agents.checkpoint_files import read_checked, refuse_non_finite, write_
 
 if TYPE_CHECKING:
     from mara_agents.mat.model import MATConfig
+    from mara_agents.mat.ppo import Trainer
     from mara_agents.mat.ppo_config import PPOConfig
 
 STATE_FORMAT = "mara_agents.mat.train/1"
@@ -111,3 +115,43 @@ def read_state(path: Path, mine: dict[str, Any]) -> dict[str, Any] | None:
                 raise ValueError(f"{path} was trained with {part}.{key}={saved[part].get(key)!r}, this run has "
                                  f"{mine[part].get(key)!r}: use another --out or the same settings to resume")
     return state
+
+
+def trainer_state(t: Trainer) -> dict[str, Any]:
+    """What ``t`` saves (:func:`write_state`): its identity and everything a resume restores (:func:`restore`)."""
+    return {"format": STATE_FORMAT, "identity": identity(t.cfg, t.model_config, t.env_config),
+            "model": t.model.state_dict(), "optimizer": t.optimizer.state_dict(), "value_norm": t.value_norm.state_dict(),
+            "workload_rng": t.workload_rng.bit_generator.state, "generator": t.generator.get_state(),
+            "counters": {"env_steps": t.env_steps, "updates": t.updates, "episodes": t.episodes, "elapsed": t.elapsed,
+                         "pretrained": t.pretrained}, "pretraining": t.pretraining,
+            "evals": t.evals, "baselines": t.baselines}
+
+
+def restore(t: Trainer, state: dict[str, Any]) -> None:
+    """Put a saved state (:func:`read_state`) back into the trainer ``t``."""
+    t.model.load_state_dict(state["model"])
+    t.optimizer.load_state_dict(state["optimizer"])
+    t.value_norm.load_state_dict(state["value_norm"])
+    t.workload_rng.bit_generator.state = state["workload_rng"]
+    t.generator.set_state(state["generator"])
+    counters = state["counters"]
+    t.env_steps, t.updates, t.episodes, t.elapsed = (counters[k] for k in ("env_steps", "updates", "episodes", "elapsed"))
+    t.pretrained, t.pretraining = bool(counters.get("pretrained", False)), dict(state.get("pretraining", {}))
+    t.evals, t.baselines = list(state["evals"]), dict(state["baselines"])
+
+
+def policy_manifest(t: Trainer) -> dict[str, Any]:
+    """The manifest entries of the trainer ``t``'s policy checkpoint: what it is, what it was trained on
+    (:func:`provenance`), the settings, the counters, the warm start and the evaluations."""
+    from mara_agents.mat.evaluation import EVAL_SEED
+
+    cfg = t.cfg
+    return {"variant": cfg.variant, "seed": cfg.seed, "predictor": cfg.predictor, "reward": cfg.reward,
+            **provenance(t.env_config, cfg), "teacher": cfg.teacher or None,
+            "ppo_config": dataclasses.asdict(cfg), "env_config": env_summary(t.env_config),
+            "env_steps": t.env_steps, "updates": t.updates, "episodes": t.episodes, "wall_seconds": round(t.elapsed, 1),
+            "pretraining": t.pretraining or None,
+            "eval": {"workloads": f"{len(t.eval_workloads)} seeded training-curve workloads (seed {EVAL_SEED})",
+                     "history": t.evals, "final_completion_rate": t.evals[-1]["completion_rate"] if t.evals else None,
+                     "baselines": t.baselines},
+            "command": " ".join(sys.argv) if sys.argv and sys.argv[0].endswith("ppo.py") else None}
