@@ -11,56 +11,31 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from core_env import npz
+
 #: Relative, so it resolves against the working directory when a suite runs (an installed package's own
 #: folder, e.g. site-packages, is never written).
 RESULTS_DIR = Path("results")
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
-
-
-def _replace_into(path: Path, write: Any, mode: str = "w") -> Path:
-    """Call ``write(handle)`` on a temporary file beside ``path`` (same suffix), then rename it onto ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
-    try:
-        with os.fdopen(handle, mode, **({"newline": ""} if "b" not in mode else {})) as out:
-            write(out)
-        os.chmod(temporary, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the permissions open() would
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def write_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and an atomic rename."""
-    return _replace_into(path, lambda out: out.write(text))
-
-
-def write_atomic_bytes(path: Path, data: bytes) -> Path:
-    """:func:`write_atomic` for bytes (a rendered figure)."""
-    return _replace_into(path, lambda out: out.write(data), mode="wb")
+#: Every file a suite writes goes through :func:`core_env.npz.write_atomic` (text as UTF-8, bytes as given): a
+#: temporary file beside it renamed into place, so a reader never sees a half-written file and a failure leaves the old one.
+write_atomic = write_atomic_bytes = npz.write_atomic
 
 
 def figure_png(fig: Any, **savefig: Any) -> bytes:
-    """A matplotlib figure rendered to PNG bytes (render everything first, then write: see :func:`write_atomic_bytes`)."""
+    """A matplotlib figure rendered to bytes, PNG unless ``format=`` says otherwise (render everything first, then
+    write: see :func:`write_atomic`)."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", **savefig)
+    fig.savefig(buffer, **{"format": "png", **savefig})
     return buffer.getvalue()
 
 
 def save_figure(fig: Any, path: Path, **savefig: Any) -> Path:
-    """``fig.savefig`` to ``path`` atomically (a reader never sees a half-written PNG; a failure leaves the old one)."""
-    path = Path(path)
-    return _replace_into(path, lambda out: fig.savefig(out, format=path.suffix.lstrip(".") or "png", **savefig), mode="wb")
+    """``fig.savefig`` to ``path`` (its suffix the format) atomically (a reader never sees a half-written file; a failure leaves the old one)."""
+    return write_atomic(path, figure_png(fig, format=Path(path).suffix.lstrip(".") or "png", **savefig))
 
 
 def write_results(name: str, payload: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | None = None, out: Path | None = None) -> list[Path]:

@@ -12,7 +12,7 @@ policy, :mod:`mara_agents.integrations.sb3_maskable`; ``ppo-torchrl``, TorchRL's
 :mod:`mara_agents.integrations.rllib_ppo`, trained in its own venv and played without Ray; ``mappo-benchmarl``,
 BenchMARL's MAPPO with it as a BenchMARL model on the batched TorchRL env,
 :mod:`mara_agents.integrations.benchmarl_ppo`, trained in the same venv and played without BenchMARL).
-``prior-edf`` is the admission probe on the curve-free prior (:mod:`benchmarks.prior_edf`), fitted on the
+``prior-edf`` is the admission probe on the curve-free prior (:mod:`mara_agents.heuristics.prior_edf`), fitted on the
 train workloads of the task set it plays.
 
 A **third-party row** is ``module.path:attr`` (any name whose part before ``:`` is not a shipped
@@ -37,8 +37,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.ceiling_cells import CEILING_ROWS
 from mara_agents.allocators import ALLOCATORS, make_allocator
 from mara_agents.heuristics import HEURISTICS
+from mara_agents.heuristics import prior_edf
 from mara_agents.protocols import Agent
 
 #: Rows of the quick suite, in table order (learned rows: training seed 0).
@@ -86,10 +88,10 @@ def is_trained(row: str) -> bool:
 
 
 #: The admission probe on the curve-free prior, fitted on the train workloads of the task set it plays
-#: (:mod:`benchmarks.prior_edf`).
-PRIOR_EDF = "prior-edf"
+#: (:mod:`mara_agents.heuristics.prior_edf`).
+PRIOR_EDF = prior_edf.NAME
 #: Rows that are ceilings or strong heuristics knowing the hidden demand, not schedulers.
-ORACLE_ROWS = ("clairvoyant", "milp-slots", "milp")
+ORACLE_ROWS = ("clairvoyant", *CEILING_ROWS)
 #: In-memory third-party factories (:func:`register`): name -> (factory, fingerprint).
 REGISTERED: dict[str, tuple[Callable[[], Agent], str]] = {}
 
@@ -283,9 +285,7 @@ def make_agent(row: str, seed: int = 0, task_set: str | None = None) -> Agent:
     a learned row's training seed; ``task_set`` (a built-in name or a bank file) is the one the row plays,
     needed by rows fitted per task set (:data:`PRIOR_EDF`) and ignored by the others."""
     if row == PRIOR_EDF:
-        from benchmarks.prior_edf import make_prior_edf
-
-        return make_prior_edf(task_set)
+        return prior_edf.make_prior_edf(task_set)
     if is_learned(row):
         from mara_agents.mat.agent import MATAgent
 
@@ -299,7 +299,7 @@ def make_agent(row: str, seed: int = 0, task_set: str | None = None) -> Agent:
         if not path.exists():
             raise FileNotFoundError(f"no checkpoint for {row!r} at {path}; train it with python -m {trainer}")
         return importlib.import_module(trainer).load_agent(path)
-    if row in ("milp", "milp-slots"):
+    if row in CEILING_ROWS:
         raise ValueError(f"{row!r} is an offline-optimum ceiling row (benchmarks.ceiling_cells), not an agent")
     if is_external(row):
         return _external_agent(row)

@@ -29,8 +29,9 @@ from benchmarks.rollout import run_agent
 from core_env.config import LOADS, EnvConfig
 from core_env.curves import is_bank_path
 from core_env.extras import needs
-from core_env.workload import (SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, load_suite, stress_workload, suite_ceiling_rates, suite_cells, suite_meta,
-                               suite_slot_ceiling_rates)
+from core_env.ceilings import suite_ceiling_rates, suite_slot_ceiling_rates
+from core_env.generators import generator_for, suite_workloads
+from core_env.suites import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, suite_cells, suite_meta
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 
 with needs(__name__):
@@ -63,11 +64,12 @@ def evaluate(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = 
             rows.append({**_row(config.task_set_name, load, config, workloads, cells, milp), "bank": {"path": config.bank_path, "sha256": config.bank_sha256}})
             continue
         cells = suite_cells(task_set, load)
-        workloads = [load_suite(task_set, load, r, e) for r, e in cells]
         config = EnvConfig(task_set=task_set, load=load, n_nodes=suite_meta(task_set, load)["n_nodes"])
+        workloads = suite_workloads(task_set, load, cells, config.n_nodes)
         rows.append(_row(task_set, load, config, workloads, cells, suite_ceiling_rates(task_set, load, cells), suite_slot_ceiling_rates(task_set, load, cells)))
-    stress = stress_workload(4)
-    rows.append(_row("stress", "-", EnvConfig(task_set="stress", n_nodes=4), [stress], [(0, 0)], np.array([milp_ceiling(stress, 4).rate])))
+    config = EnvConfig(task_set="stress", n_nodes=4)
+    stress = generator_for(config).workload()
+    rows.append(_row(config.task_set_name, "-", config, [stress], [(0, 0)], np.array([milp_ceiling(stress, config.n_nodes).rate])))
     return rows
 
 

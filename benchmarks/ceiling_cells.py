@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
+from benchmarks.cell_store import EPISODE_STATS, cell_result
 
 #: The slot-relaxed optimum's row name (an upper bound) in every completion table.
 MILP = "milp"
@@ -48,14 +48,17 @@ def has_exact_ceiling(env: Sequence[tuple[str, Any]]) -> bool:
     return not any(overrides.get(name) not in (None, 0, 0.0) for name in NOT_EXACT_UNDER)
 
 
-def _result(cell: Any, episodes: list[dict[str, Any]], workloads: Sequence[Any], ceiling: str, start: float) -> dict[str, Any]:
-    """A ceiling row's cell result (the format of :func:`benchmarks.cells.run_group`) from its episodes."""
-    from benchmarks.cells import EPISODE_STATS, FORMAT
+def _episode(completed: int, arrived: int, t: float, gap: float) -> dict[str, Any]:
+    """A ceiling episode's statistics (the rollout's :data:`~benchmarks.cell_store.EPISODE_STATS`, 0 where a
+    schedule has none, and ``gap``, the distance to the proven bound)."""
+    episode = dict.fromkeys(EPISODE_STATS, 0.0)
+    episode.update(completion_rate=completed / arrived if arrived else 0.0, completed=completed, arrived=arrived, t=t, gap=gap)
+    return episode
 
-    means = {key: float(np.mean([e[key] for e in episodes])) for key in (*EPISODE_STATS, "gap")}
-    return {"format": FORMAT, "key": cell.key, "cell": cell.fields(), "episodes": episodes, "mean": means,
-            "feasibility_bound": float(np.mean([w.feasibility_bound() for w in workloads])), "ceiling": ceiling,
-            "decision_ms": 0.0, "wall_s": time.perf_counter() - start}
+
+def _result(cell: Any, episodes: list[dict[str, Any]], workloads: Sequence[Any], ceiling: str, start: float) -> dict[str, Any]:
+    """A ceiling row's cell result (:func:`benchmarks.cell_store.cell_result`, with the mean ``gap``) from its episodes."""
+    return cell_result(cell, episodes, workloads, (*EPISODE_STATS, "gap"), ceiling=ceiling, decision_ms=0.0, wall_s=time.perf_counter() - start)
 
 
 def has_stored_slot_ceiling(task_set: str, load: Any, env: Sequence[tuple[str, Any]], trace: Any = None) -> bool:
@@ -79,9 +82,13 @@ def slot_ceiling_digest(cell: Any) -> str | None:
     return hashlib.sha256(json.dumps(entries, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def slot_ceiling_key(cell: Any) -> dict[str, str | None]:
+    """What a ``milp-slots`` cell adds to its key (its runner's ``key``, :mod:`benchmarks.cell_play`): :func:`slot_ceiling_digest`."""
+    return {"slot_ceilings_sha256": slot_ceiling_digest(cell)}
+
+
 def slot_ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
     """Cell results of the ``milp-slots`` row, from the stored K-slot ceilings."""
-    from benchmarks.cells import EPISODE_STATS
     from core_env.workload import suite_slot_ceilings
 
     results = []
@@ -90,20 +97,14 @@ def slot_ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
         if not has_stored_slot_ceiling(cell.task_set, cell.load, cell.env, cell.trace):
             raise ValueError(f"no stored K-slot ceiling for {cell.task_set}/{cell.load} with {dict(cell.env)}: committed suites only")
         table = suite_slot_ceilings(cell.task_set, cell.load)
-        episodes = []
-        for e in range(cell.episodes):
-            entry = table[(cell.root, e)]
-            episode = dict.fromkeys(EPISODE_STATS, 0.0)
-            episode.update(completion_rate=entry["completed"] / entry["arrived"] if entry["arrived"] else 0.0, completed=int(entry["completed"]),
-                           arrived=int(entry["arrived"]), t=float(cell.config().arrival_steps), gap=float(entry["gap"]))
-            episodes.append(episode)
+        episodes = [_episode(int(entry["completed"]), int(entry["arrived"]), float(cell.config().arrival_steps), float(entry["gap"]))
+                    for entry in (table[(cell.root, e)] for e in range(cell.episodes))]
         results.append(_result(cell, episodes, cell.workloads(), "stored", start))
     return results
 
 
 def ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
-    """Cell results of the ``milp`` row (the format of :func:`benchmarks.cells.run_group`)."""
-    from benchmarks.cells import EPISODE_STATS
+    """Cell results of the ``milp`` row (the format of :func:`benchmarks.cell_play.run_group`)."""
     from core_env.generators import committed_suite_fits
     from core_env.workload import suite_ceilings
     from mara_agents.bounds import milp_ceiling
@@ -124,10 +125,6 @@ def ceiling_results(cells: Sequence[Any]) -> list[dict[str, Any]]:
             else:
                 solved = milp_ceiling(workload, config.n_nodes)
                 completed, bound, arrived = solved.completed, solved.bound, solved.arrived
-            episode = dict.fromkeys(EPISODE_STATS, 0.0)
-            episode.update(completion_rate=completed / arrived if arrived else 0.0, completed=completed, arrived=arrived,
-                           t=float(config.arrival_steps))
-            episode["gap"] = (bound - completed) / max(bound, 1.0)
-            episodes.append(episode)
+            episodes.append(_episode(completed, arrived, float(config.arrival_steps), (bound - completed) / max(bound, 1.0)))
         results.append(_result(cell, episodes, workloads, "stored" if stored else "solved", start))
     return results

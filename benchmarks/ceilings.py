@@ -18,12 +18,12 @@ The three files' sha256 go into ``slot_manifest.json`` beside them, written with
 Ctrl-C waits until a file and the manifest are both written).
 
 Integrity: every read verifies the three files against their manifest and range-checks every entry of
-both JSON files (:func:`core_env.workload.read_slot_ceilings`, :func:`~core_env.workload.read_ceilings`:
+both JSON files (:func:`core_env.ceilings.read_slot_ceilings`, :func:`~core_env.ceilings.read_ceilings`:
 completed <= bound <= arrived, finite, >= 0); a file that fails is an error naming it (the command exits 2),
 never overwritten or re-solved silently: restore it (``git checkout``) or delete it to solve again.
 
 The ceilings are properties of the workloads, so they are solved once and committed; benchmarks read them
-with :func:`core_env.workload.suite_ceilings` and :func:`core_env.workload.suite_slot_ceilings` (no
+with :func:`core_env.ceilings.suite_ceilings` and :func:`core_env.ceilings.suite_slot_ceilings` (no
 solver needed). The files are rewritten atomically after every episode, so an interrupted run resumes
 where it stopped; episodes of a suite file whose checksum changed are solved again. A later run with a
 larger ``--slot-time-limit`` searches again every K-slot episode not proven optimal that was searched for
@@ -53,9 +53,9 @@ from benchmarks import add_suite_selection
 from core_env import npz
 from core_env.config import LOADS, EnvConfig
 from core_env.extras import needs
-from core_env.workload import (CEILINGS_PATH, SLOT_CEILING_FIELDS, SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH, SUITE_TASK_SETS, ceilings_problem,
-                               load_suite, read_ceilings, read_slot_ceilings, read_slot_manifest, read_slot_schedules, schedule_key,
-                               slot_manifest_path, suite_cells, suite_ceilings, suite_meta, suite_path, suite_sha256)
+from core_env.ceilings import (CEILINGS_PATH, SLOT_CEILING_FIELDS, SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH, ceilings_problem, read_ceilings,
+                               read_slot_ceilings, read_slot_manifest, read_slot_schedules, schedule_key, slot_manifest_path, suite_ceilings)
+from core_env.suites import SUITE_TASK_SETS, load_suite, suite_cells, suite_meta, suite_path, suite_sha256
 from mara_agents.bounds import MILP_TIME_LIMIT, milp_ceiling
 
 with needs(__name__):
@@ -76,7 +76,7 @@ def max_workers() -> int:
 
 def solve(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS), time_limit: float = MILP_TIME_LIMIT) -> dict:
     """Fill ``ceilings.json`` for the given suites (resuming; a stored file that fails its checks raises
-    ValueError, :func:`core_env.workload.read_ceilings`); returns its content."""
+    ValueError, :func:`core_env.ceilings.read_ceilings`); returns its content."""
     store = read_ceilings(CEILINGS_PATH) if CEILINGS_PATH.exists() else {}
     for task_set in task_sets:
         for load in loads:
@@ -188,7 +188,7 @@ def write_slot_files(store: dict, schedules: dict[str, np.ndarray]) -> dict[str,
     manifest (:func:`write_stored`). Returns the sha256 written per file name.
 
     Raises:
-        ValueError: ``store`` fails the range checks every read makes (:func:`core_env.workload.ceilings_problem`); nothing is written.
+        ValueError: ``store`` fails the range checks every read makes (:func:`core_env.ceilings.ceilings_problem`); nothing is written.
     """
     problem = ceilings_problem(store, SLOT_CEILING_FIELDS)
     if problem is not None:

@@ -37,9 +37,10 @@ from benchmarks.rollout import run_agent
 from core_env.config import LOADS, EnvConfig
 from core_env.curves import bank_for, is_bank_path
 from core_env.extras import needs
-from core_env.generators import Drawn
+from core_env.ceilings import suite_ceiling_rates, suite_ceilings
+from core_env.generators import Drawn, suite_workloads
 from core_env.recipe import DEFAULT_RECIPE
-from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, load_suite, suite_ceiling_rates, suite_ceilings, suite_cells, suite_meta
+from core_env.suites import SUITE_EPISODES, SUITE_ROOTS, SUITE_TASK_SETS, suite_cells, suite_meta
 from mara_agents.allocators import make_allocator
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 from mara_agents.heuristics import EDF, Clairvoyant, WindowEDF
@@ -77,8 +78,8 @@ def audit(task_set: str, load: str, factor: float, roots: int = SUITE_ROOTS, epi
         milp, milp_gap = np.array([c.rate for c in ceilings]), max(c.gap for c in ceilings)
     else:
         meta, cells = suite_meta(task_set, load), suite_cells(task_set, load)
-        workloads = [load_suite(task_set, load, r, e) for r, e in cells]
         config = EnvConfig(task_set=task_set, load=load, n_nodes=meta["n_nodes"])
+        workloads = suite_workloads(task_set, load, cells, config.n_nodes)
         milp, milp_gap = suite_ceiling_rates(task_set, load, cells), max(c["gap"] for c in suite_ceilings(task_set, load).values())
     demand = np.concatenate([w.demand for w in workloads])
     window = np.concatenate([w.window for w in workloads])

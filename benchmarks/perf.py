@@ -13,13 +13,24 @@ Also: per-step cost at N = 4, 16, 64, 256 (K = 4N), the compile time of the comp
 cache vs warm), memory per environment, the median time of a seeded ``reset`` (a drawn workload), and
 each agent's decision time (``act`` per step, B = 1, N = 4, K = 16, one `id` episode, one torch thread).
 Results go to ``results/perf.json`` (under the working directory; ``--out`` to change).
+
+``--ratios`` measures the ratios to the API floor alone (seconds, not minutes; ``results/perf_ratios.json``).
+``--baseline DIR`` measures them for another checkout too, side by side in one run: processes of the
+baseline (its ``core_env``, this module's measurement) and of this checkout alternate ``--repeats`` times on
+the same machine (``results/perf_compare.json``), e.g. ``git worktree add /tmp/base main`` then
+``python -m benchmarks perf --baseline /tmp/base``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -217,6 +228,56 @@ def paired_ratios(floor: Stepper, steppers: dict[str, Stepper], seconds: float, 
         for name, stepper in steppers.items():
             ratios[name].append(measure(stepper, chunk, chunks=1)["env_steps_per_s"] / base)
     return {name: {"median": float(np.median(r)), "min": float(np.min(r)), "max": float(np.max(r)), "rounds": rounds} for name, r in ratios.items()}
+
+
+def ratios(seconds: float, rounds: int = 8, seed: int = 0) -> dict[str, dict[str, float]]:
+    """:func:`paired_ratios` of every case of :data:`RATIOS` against the floor, alone (``--ratios``), after
+    20 warm-up steps of each (no round measures a compile)."""
+    table = cases(np.random.default_rng(seed))
+    floor, steppers = table["minimal"][2](), {ratio: table[case][2]() for ratio, case in RATIOS.items()}
+    for stepper in (floor, *steppers.values()):
+        for _ in range(20):
+            stepper()
+    return paired_ratios(floor, steppers, seconds * len(RATIOS), rounds)
+
+
+_RATIO_PROBE = """
+import json, runpy, sys
+sys.path.insert(0, sys.argv[1])  # the checkout measured: its core_env; the measurement is the module at argv[2]
+perf = runpy.run_path(sys.argv[2], run_name="perf_probe")
+print(json.dumps(perf["ratios"](float(sys.argv[3]))))
+"""
+
+
+def compare(baseline: Path, seconds: float, repeats: int = 3) -> dict[str, dict[str, list[float]]]:
+    """:func:`ratios` of the checkout ``baseline`` and of this one, side by side: a process of each, in
+    turn, ``repeats`` times (``OMP_NUM_THREADS=1``); per side and ratio, the median of each process. The
+    baseline process runs this module on the baseline's packages, so they must provide what it imports."""
+    here = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONPATH", None)
+    out: dict[str, dict[str, list[float]]] = {"baseline": {}, "this": {}}
+    for _ in tqdm(range(repeats), desc="perf baseline/this", unit="pair", leave=False):
+        for side, root in (("baseline", Path(baseline).resolve()), ("this", here)):
+            run = subprocess.run([sys.executable, "-c", _RATIO_PROBE, str(root), str(Path(__file__).resolve()), str(seconds)],
+                                 cwd=root, env=env, check=True, capture_output=True, text=True)
+            for name, spread in json.loads(run.stdout.strip().splitlines()[-1]).items():
+                out[side].setdefault(name, []).append(spread["median"])
+    return out
+
+
+#: The target of each ratio that has one (the verdicts of ``--ratios`` and ``--baseline``).
+RATIO_TARGETS = {"pettingzoo_over_minimal": TARGET_SINGLE, "vector_no_obs_over_minimal": TARGET_BATCHED,
+                 "vector_obs_over_minimal": TARGET_BATCHED_OBS, "vector_compact_over_minimal": TARGET_BATCHED_OBS}
+
+
+def comparison_summary(result: dict[str, dict[str, list[float]]], baseline: Path) -> str:
+    """Markdown: each ratio of the baseline and of this checkout (median of the processes' medians, and their range)."""
+    cell = lambda values: f"{np.median(values):.2f}x ({min(values):.2f}–{max(values):.2f})"  # noqa: E731
+    rows = [(name, f">= {RATIO_TARGETS[name]}x" if name in RATIO_TARGETS else "", cell(result["baseline"][name]), cell(result["this"][name]))
+            for name in RATIOS]
+    return (f"Ratios to the API floor, baseline {baseline} vs this checkout, {len(result['this'][next(iter(RATIOS))])} alternating "
+            "processes each (median over processes; range):\n\n" + markdown_table(("ratio", "target", "baseline", "this checkout"), rows))
 
 
 def measure_reset(repeats: int = 200) -> float:
@@ -435,9 +496,28 @@ def summary(result: dict[str, Any]) -> str:
 def main(argv: Sequence[str] = ()) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks perf", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.5, help="wall time per measurement (default 2.5)")
+    parser.add_argument("--ratios", action="store_true", help="only the ratios to the API floor (seconds, not minutes)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR", help="also measure the ratios of the checkout DIR, side by side (implies --ratios)")
+    parser.add_argument("--repeats", type=int, default=3, help="with --baseline: processes per side, alternating (default 3)")
     add_out(parser)
     args = parser.parse_args(argv)
     start = time.perf_counter()
+    if args.baseline is not None:
+        compared = compare(args.baseline, args.seconds, args.repeats)
+        print(comparison_summary(compared, args.baseline))
+        paths = write_results("perf_compare", {"suite": "perf", "baseline": str(args.baseline), "wall_s": time.perf_counter() - start,
+                                               "seconds_per_case": args.seconds, **compared}, out=args.out)
+        print(f"wrote {', '.join(str(p) for p in paths)}")
+        return 0
+    if args.ratios:
+        paired = ratios(args.seconds)
+        for name, spread in paired.items():
+            target = RATIO_TARGETS.get(name)
+            print(f"{name} = {_verdict(spread['median'], target, spread) if target else format(spread['median'], '.2f') + 'x'}")
+        paths = write_results("perf_ratios", {"suite": "perf", "wall_s": time.perf_counter() - start, "seconds_per_case": args.seconds,
+                                              **{name: spread["median"] for name, spread in paired.items()}, "ratio_spread": paired}, out=args.out)
+        print(f"wrote {', '.join(str(p) for p in paths)}")
+        return 0
     result = run(args.seconds)
     wall = time.perf_counter() - start
     print(summary(result))

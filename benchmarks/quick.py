@@ -35,7 +35,10 @@ from benchmarks.cells import Cell
 from benchmarks.rollout import run_agent
 from core_env.config import EnvConfig
 from core_env.extras import needs
-from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, Workload, load_suite, stress_workload, suite_ceiling_rates, suite_slot_ceiling_rates
+from core_env.ceilings import suite_ceiling_rates, suite_slot_ceiling_rates
+from core_env.generators import generator_for, suite_workloads
+from core_env.suites import SUITE_EPISODES, SUITE_ROOTS
+from core_env.workload import Workload
 from mara_agents.bounds import independent_feasibility_bounds, milp_ceiling
 from benchmarks.agents import QUICK_ROWS, make_agent
 
@@ -75,11 +78,9 @@ def scenarios(roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, task_set
         first = (name, (config, workloads, cells))
     else:
         config = EnvConfig()
-        first = ("id/train", (config, [load_suite("id", "train", r, e) for r, e in cells], cells))
-    return {
-        first[0]: first[1],
-        "stress": (EnvConfig(task_set="stress", n_nodes=config.n_nodes), [stress_workload(config.n_nodes)], [(0, 0)]),
-    }
+        first = ("id/train", (config, suite_workloads("id", "train", cells, config.n_nodes), cells))
+    stress = EnvConfig(task_set="stress", n_nodes=config.n_nodes)
+    return {first[0]: first[1], "stress": (stress, [generator_for(stress).workload()], [(0, 0)])}
 
 
 def root_rates(rates: np.ndarray, cells: Sequence[tuple[int, int]]) -> np.ndarray:
@@ -123,10 +124,10 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
                 record.update({key: stats[key][i].item() for key in EPISODE_COLUMNS})
                 record["feasibility_bound"] = float(bounds[scenario][i])
                 records.append(record)
-    solved = lambda case: np.array([milp_ceiling(w, case[0].n_nodes).rate for w in case[1]])  # noqa: E731
-    milp = {main: solved(cases[main]) if task_set is not None or trace else suite_ceiling_rates("id", "train", cases[main][2]),
-            "stress": np.array([milp_ceiling(w, cases["stress"][0].n_nodes).rate for w in cases["stress"][1]])}
-    if task_set is None and not trace:
+    stored = task_set is None and not trace  # id/train: the committed suite, whose ceilings are stored
+    milp = {scenario: suite_ceiling_rates("id", "train", cells) if stored and scenario == main
+            else np.array([milp_ceiling(w, config.n_nodes).rate for w in workloads]) for scenario, (config, workloads, cells) in cases.items()}
+    if stored:
         summary[SLOTS] = {main: summarize(suite_slot_ceiling_rates("id", "train", cases[main][2]), cases[main][2])}
     summary[MILP] = {scenario: summarize(milp[scenario], cells) for scenario, (_, _, cells) in cases.items()}
     summary[BOUND] = {scenario: summarize(bounds[scenario], cells) for scenario, (_, _, cells) in cases.items()}
@@ -136,7 +137,7 @@ def evaluate(agents: Sequence[str] = AGENTS, roots: int = SUITE_ROOTS, episodes:
 def table(summary: dict[str, dict[str, dict[str, float]]], roots: int) -> str:
     from benchmarks.report import row_label
 
-    main = next(iter(summary[MILP]))  # id/train, or NAME/train on a bank file
+    main, *others = summary[MILP]  # id/train, or NAME/train on a bank file; then the stress scenario
     edf = summary["edf"][main]["mean"] if "edf" in summary else None
 
     def closed(cells: dict[str, dict[str, float]], ceiling_row: str) -> str:
@@ -144,8 +145,9 @@ def table(summary: dict[str, dict[str, dict[str, float]]], roots: int) -> str:
         return "—" if edf is None or ceiling is None or ceiling <= edf else f"{100 * (cells[main]['mean'] - edf) / (ceiling - edf):+.0f}"
 
     rows = [(row_label(row) if row not in (SLOTS, MILP, BOUND) else row, f"{cells[main]['mean']:.1f} ± {cells[main]['sd']:.1f}",
-             f"{cells['stress']['mean']:.1f}" if "stress" in cells else "—", closed(cells, SLOTS), closed(cells, MILP)) for row, cells in summary.items()]
-    return markdown_table(("agent", f"{main} completion % (mean ± sd, {roots} roots)", "stress completion %",
+             *(f"{cells[other]['mean']:.1f}" if other in cells else "—" for other in others), closed(cells, SLOTS), closed(cells, MILP))
+            for row, cells in summary.items()]
+    return markdown_table(("agent", f"{main} completion % (mean ± sd, {roots} roots)", *(f"{other} completion %" for other in others),
                            f"EDF → milp-slots gap closed on {main}, %", f"EDF → slot-relaxed MILP gap closed on {main}, %"), rows)
 
 
@@ -162,7 +164,7 @@ def main(argv: Sequence[str] = ()) -> int:
     args = parser.parse_args(argv)
     from benchmarks.paper import specs, trace_scenarios
     from benchmarks.report import commit
-    from core_env.workload import suite_meta, suite_sha256
+    from core_env.suites import suite_meta, suite_sha256
 
     start = time.perf_counter()
     if not 1 <= args.roots <= SUITE_ROOTS or not 1 <= args.episodes <= SUITE_EPISODES:

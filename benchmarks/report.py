@@ -43,8 +43,8 @@ from benchmarks.cells import EPISODE_STATS, CellStore, run_cells
 from benchmarks.paper import BOUND, PROBE_MARGIN, SuiteSpec, for_task_set, for_trace, rows_to_run, specs, summarize
 from core_env.config import EnvConfig
 from core_env.extras import needs
+from core_env.generators import suite_workloads
 from core_env.vector import DiscreteCoREVectorEnv
-from core_env.workload import load_suite
 from mara_agents.rollout import agent_policy, play
 
 
@@ -341,7 +341,7 @@ def node_trace(row: str, seed: int = 0, task_set: str = "id", load: str = "train
         trace.append(np.where(actions[0] > 0, tasks[np.maximum(actions[0] - 1, 0)], -1))
         return actions
 
-    played = play(envs, act, [load_suite(task_set, load, root, episode)])
+    played = play(envs, act, suite_workloads(task_set, load, [(root, episode)], config.n_nodes))
     return np.array(trace).T, float(played.infos["completion_rate"][0])
 
 

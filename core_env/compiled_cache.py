@@ -1,7 +1,7 @@
 """Keeps numba's on-disk cache of the compiled step from outliving the rules it was compiled from.
 
 Numba keys each cached function on its own source file only (``cache=True``): when ``dynamics.py`` or
-``features.py`` changes, the functions of ``vector.py`` that inline them, and every function that froze a
+``features.py`` changes, the functions of ``sim.py`` that call them, and every function that froze a
 constant imported from another module (``curves.LOSS_FLOOR``, …), would keep running the old machine code.
 :func:`guard` runs before anything is compiled (``core_env.jit`` calls it on import, before any compiled module): it hashes every
 source the compiled code is built from (:data:`SOURCES`: the compiled modules and the core_env modules they
@@ -17,11 +17,11 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
 #: Modules with ``@njit(cache=True)`` functions.
-COMPILED = ("rules", "dynamics", "features", "vector")
+COMPILED = ("rules", "dynamics", "features", "sim")
 #: Every source file the compiled code depends on, relative to the package: the compiled modules and the
 #: core_env modules they import (a test checks the list against their imports).
 SOURCES = (*(f"{name}.py" for name in COMPILED), "jit.py", "state.py", "curves/__init__.py", "curves/bank.py",  # LOSS_FLOOR lives in bank.py
-           "config.py", "generators.py", "memory.py", "sim.py", "task_source.py", "workload.py")
+           "config.py", "task_source.py", "workload.py")
 STAMP = "compiled_rules.sha256"
 
 

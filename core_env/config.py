@@ -46,6 +46,17 @@ def load_label(load: Any) -> str:
     return repr(float(load))
 
 
+def parse_load(text: str, name: str = "load") -> str | float:
+    """A load written as text (a command line's ``--load``): a name in :data:`LOADS` as is, else the intensity the
+    number spells, checked by :func:`load_label`; ValueError ``"{name} must be one of ..."`` for anything else."""
+    try:
+        load = text if text in LOADS else float(text)
+        load_label(load)
+    except ValueError:
+        raise ValueError(f"{name} must be one of {sorted(LOADS)} or an intensity per node in (0, 1], got {text!r}") from None
+    return load
+
+
 def load_intensity(load: str | float) -> float:
     """A (checked) load's arrival probability per node and step."""
     return LOADS[load] if isinstance(load, str) else float(load)
@@ -219,18 +230,18 @@ class EnvConfig:
     def bank(self, split: str = "train"):
         """The :class:`~core_env.curves.CurveBank` of ``split`` behind the task set: a CurveBank itself (any
         split), a bank file's ``"train"`` / ``"eval"`` / ``"all"`` split (refused if the file changed since
-        the config was made), or a built-in set's bank from ``curve_source`` (the stress bank for ``stress``)."""
-        from core_env.curves import CurveBank, bank_for
+        the config was made), or a corpus task set's bank from ``curve_source``. A constructed scenario
+        (``stress``) has no splits: ValueError (its workload's bank is ``core_env.generators.generator_for(config).bank``)."""
+        from core_env.curves import CORPUS_TASK_SETS, CurveBank, bank_for
 
         if isinstance(self.task_set, CurveBank):
             return self.task_set
         verified = self.__dict__.get("_bank_file")
         if verified is not None:
             return verified.bank(split)
-        if self.task_set == "stress":
-            from core_env.curves.stress import stress_bank
-
-            return stress_bank()
+        if self.task_set not in CORPUS_TASK_SETS:
+            raise ValueError(f"task_set {self.task_set!r} is a constructed scenario without curve splits; the bank of its workload is "
+                             "core_env.generators.generator_for(config).bank")
         return bank_for(self.task_set, split, self.curve_source)
 
 

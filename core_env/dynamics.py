@@ -6,10 +6,15 @@ or more dimensions), turns it into the named tuple the rules take (:func:`arrays
 loops over environments, compiled without reference counting (:data:`core_env.jit.unowned`) with the
 per-environment rules inlined into them:
 
-* :func:`step` — every live env's step with the curve task source, and the team rewards;
+* :func:`step` — every live env's step with the curve task source, and the team rewards
+  (:func:`step_arrays`, which the simulator's step that also observes calls on the same arrays);
 * :func:`start_step` / :func:`end_step` — the same step in two halves around the reports, for a task
   source outside compiled code (:meth:`core_env.sim.Simulator.step` with ``source=``): the rules are the
   same functions, so the two paths cannot drift apart (tested step for step).
+
+Its caller is the simulator (:mod:`core_env.sim`), which holds the :class:`State`: the batch, the views and
+the task sources go through the simulator's methods (only :mod:`core_env.features`' helpers that take a
+simulator still read the State themselves, through :func:`arrays_of`).
 """
 
 from __future__ import annotations

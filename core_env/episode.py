@@ -1,7 +1,8 @@
-"""One environment (B = 1 of :class:`core_env.vector.EnvBatch`): workload choice, reward, infos and trace.
+"""One environment (B = 1 of :class:`core_env.batch.EnvBatch`): workload choice, reward, infos and trace.
 
 Both single views (PettingZoo and Gymnasium) hold an :class:`Episode` and only translate its arrays into
 their API's containers, so they and the vector env can never disagree on dynamics, rewards or statistics.
+A step is one :meth:`core_env.batch.EnvBatch.advance` that also fills the observation and the infos.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from core_env.batch import EPISODE_KEYS, NODE_KEYS, TEAM_KEYS, EnvBatch
 from core_env.config import EnvConfig
-from core_env.sim import StepOutcome
-from core_env.task_source import TaskSource, check_source
 from core_env.generators import reset_options
-from core_env.vector import EPISODE_KEYS, NODE_KEYS, TEAM_KEYS, EnvBatch
+from core_env.sim import StepOutcome, statistics_dict
+from core_env.task_source import TaskSource, check_source
 from core_env.workload import Workload
 
 
@@ -41,11 +42,13 @@ class TraceRecorder:
 class Episode:
     """A single environment (an :class:`EnvBatch` of B = 1): reset from a seed or a chosen workload, step
     with an (N,) action array. ``task_source``: what served tasks report (:mod:`core_env.task_source`;
-    default the curve bank), e.g. a :class:`core_env.live.LiveSource` whose tasks train for real."""
+    default the curve bank), e.g. a :class:`core_env.live.LiveSource` whose tasks train for real.
+    ``observation``: what each step computes with it, ``"per_node"`` (:meth:`observe`) or ``"compact"``."""
 
-    def __init__(self, config: EnvConfig, task_source: TaskSource | None = None) -> None:
+    def __init__(self, config: EnvConfig, task_source: TaskSource | None = None, observation: str = "per_node") -> None:
         self.batch = EnvBatch(config, 1)
         self.batch.source = check_source(task_source)
+        self.observation = observation
         self.workload: Workload | None = None
         self.recorder = TraceRecorder()
         if config.render_mode == "rgb_array":
@@ -100,9 +103,13 @@ class Episode:
             raise RuntimeError(f"call reset() before {what}")
 
     def step(self, actions: np.ndarray) -> float:
-        """Apply an (N,) int action array; returns the team reward. Raises before changing any state."""
-        self.require_started("step()")
-        return float(self.batch.step(np.asarray(actions).reshape(1, -1), observe=True)[0])
+        """Apply an (N,) (or (1, N)) int action array; returns the team reward. Raises before changing any state."""
+        if self.workload is None:
+            self.require_started("step()")
+        if type(actions) is not np.ndarray or actions.ndim != 2:  # (1, N) is taken as it is
+            actions = np.asarray(actions).reshape(1, -1)
+        self.batch.advance(actions, self.observation, True)
+        return float(self.sim.reward[0])
 
     @property
     def terminated(self) -> bool:
@@ -112,9 +119,14 @@ class Episode:
     def truncated(self) -> bool:
         return bool(self.sim.truncated[0])
 
+    def ended(self) -> list[bool]:
+        """[terminated, truncated] as Python bools (one read for both)."""
+        return self.sim.arrays.flags[1:, 0].tolist()
+
     def observe(self) -> tuple[np.ndarray, np.ndarray]:
         """(N, D) float32 observations and (N, K+1) int8 masks (fresh arrays)."""
-        self.require_started("observing")
+        if self.workload is None:
+            self.require_started("observing")
         obs, mask = self.batch.observe()
         return obs[0], mask[0]
 
@@ -126,6 +138,13 @@ class Episode:
         """Episode statistics (running) as plain Python numbers."""
         return self.sim.statistics_of(0)
 
+    def info(self) -> tuple[dict[str, int | float], list[list[int]]]:
+        """The statistics and ``potential`` by their info names as plain Python numbers
+        (:func:`core_env.sim.statistics_dict`), and the last step's [conflict, invalid-action] flags of
+        every node (zeros after reset): the infos of the single views, filled by the step."""
+        counts, rates, flags = self.batch.statistics_lists(0)
+        return statistics_dict(counts, rates), flags
+
     def potential(self) -> float:
         """Φ(s) of the current state, as the shaped reward counts it (0.0 with ``reward="sparse"``)."""
         self.require_started("reading the potential")
@@ -136,10 +155,6 @@ class Episode:
         if self.last_outcome is None:  # two arrays: the Gymnasium view hands both out in one info dict
             return np.zeros(self.config.n_nodes, np.int64), np.zeros(self.config.n_nodes, np.int64)
         return self.last_outcome.conflicts[0].astype(np.int64), self.last_outcome.invalid[0].astype(np.int64)
-
-    def node_flag_lists(self) -> tuple[list[int], list[int]]:
-        """:meth:`node_flags` as lists of Python ints."""
-        return self.batch.node_flag_lists(0)
 
     def reported_history(self, slot: int) -> np.ndarray:
         """Every loss reported so far by the task in ``slot`` (oldest first; empty if the slot is empty)."""

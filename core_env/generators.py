@@ -8,7 +8,7 @@ benchmark cell, a trainer's config), and every view, trainer and benchmark asks 
   recipe on a curve bank (the task set's train curves by default);
 * :class:`SuiteEpisode` — one episode of a pre-generated evaluation suite (committed, or a file or
   directory of your own), refused on a node count it was not generated for (its load is per node);
-* :class:`Stress` — the constructed scenario with a known optimum (:func:`core_env.workload.stress_workload`);
+* :class:`Stress` — the constructed scenario with a known optimum (built here; :func:`stress_workload`);
 * :class:`Given` — a workload you built (or a trace replay, :func:`core_env.trace.trace_workload`).
 
 :func:`generator_for` is a config's own generator (what ``reset(seed=...)`` draws from);
@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -30,8 +30,8 @@ from core_env.config import LOADS, EnvConfig
 from core_env.curves import CurveBank
 from core_env.curves.stress import stress_bank
 from core_env.recipe import TaskRecipe
-from core_env.workload import (SUITE_NODES, SUITE_TASK_SETS, Workload, draw_workload, load_suite, load_suite_file, stress_workload,
-                               suite_file_meta, suite_meta)
+from core_env.suites import SUITE_NODES, SUITE_TASK_SETS, load_suite, load_suite_file, suite_file_meta, suite_meta
+from core_env.workload import Workload, draw_workload
 
 #: The reset options :func:`generator_from_options` reads.
 OPTIONS = ("workload", "suite", "suite_dir", "task_set", "load", "root", "episode", "any_nodes")
@@ -150,10 +150,22 @@ class Given:
 
 @dataclasses.dataclass(frozen=True)
 class Stress:
-    """The constructed scenario on ``n_nodes`` nodes (:func:`core_env.workload.stress_workload`): one fixed
-    workload whose optimum is known (every feasible task completes: :attr:`optimum`, 13/20 at N = 4)."""
+    """The constructed scenario on ``n_nodes`` nodes with ``feasible`` feasible tasks: one fixed workload whose
+    optimum is known (every feasible task completes: :attr:`optimum`, 13/20 at N = 4), where FIFO and EDF
+    complete nothing and a clairvoyant scheduler all it can.
+
+    Feasible tasks arrive every 2 steps from step N, each needing exactly ``w = 2N`` node-steps within a
+    window of ``w`` steps (slack 1): one missed step dooms it. At most N of them overlap, so serving each
+    on every step of its window completes them all. Decoys (flat curves, never reach their targets)
+    arrive earlier and have earlier deadlines, and N of them are active at the first N feasible arrivals;
+    after that, each feasible arrival sees N - 1 earlier doomed feasible tasks plus one decoy ahead of it
+    in both arrival order (FIFO) and deadline order (EDF). With N = 4 and 13 feasible tasks there are 7
+    decoys: the slot-relaxed MILP, the independent-feasibility relaxation and the clairvoyant rate are 13/20 = 65%; FIFO = EDF = 0%.
+    The arrival window ends after the last arrival, so the episode ends once the tasks have drained.
+    """
 
     n_nodes: int
+    feasible: int = 13
     trains: bool = False
     fixed = True
 
@@ -168,7 +180,37 @@ class Stress:
         return float(np.isfinite(workload.demand).sum() / len(workload))
 
     def workload(self, rng: np.random.Generator | None = None) -> Workload:
-        return stress_workload(self.n_nodes)
+        n_nodes, feasible = self.n_nodes, self.feasible
+        if feasible < n_nodes:
+            raise ValueError(f"the stress scenario needs at least n_nodes={n_nodes} feasible tasks")
+        w = 2 * n_nodes
+        bank = self.bank
+        learner = bank.curve(0)
+        target = 0.5 * (learner[w - 2] + learner[w - 1])  # first reported at step w
+        first = n_nodes
+        tasks = []  # (arrival, deadline, target, curve)
+        for j in range(n_nodes):  # decoys covering the first N feasible arrivals
+            tasks.append((j, first + w - 1, 0.5, 1))
+        covered = n_nodes
+        group = 1
+        while covered < feasible:  # one decoy per N later feasible arrivals
+            first_cover = first + 2 * covered
+            tasks.append((first + 2 * group - 1, first_cover + w - 1, 0.5, 1))
+            covered += n_nodes
+            group += 1
+        for i in range(feasible):
+            a = first + 2 * i
+            tasks.append((a, a + w, target, 0))
+        tasks.sort(key=lambda task: task[0])
+        arrival, deadline, targets, curve = (np.array(col) for col in zip(*tasks))
+        bps = np.ones(arrival.size)
+        demand = np.array([bank.demand(int(c), float(t), 1.0) for c, t in zip(curve, targets)])
+        return Workload(bank, arrival, deadline, targets, bps, curve, demand, int(arrival[-1]) + 1)
+
+
+def stress_workload(n_nodes: int = 4, feasible: int = 13) -> Workload:
+    """The stress scenario's workload (:class:`Stress`) on ``n_nodes`` nodes."""
+    return Stress(n_nodes, feasible).workload()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,9 +251,15 @@ class SuiteEpisode:
         return workload
 
 
+def suite_workloads(task_set: str, load: str, cells: Sequence[tuple[int, int]], n_nodes: int = SUITE_NODES) -> list[Workload]:
+    """The workloads of the (root, episode) ``cells`` of a committed evaluation suite, each from its
+    :class:`SuiteEpisode` on ``n_nodes`` nodes (what the benchmarks replay)."""
+    return [SuiteEpisode(task_set, load, root, episode, n_nodes).workload() for root, episode in cells]
+
+
 def suite_scheme(load: Any, n_nodes: int) -> bool:
     """Whether episodes at this load on ``n_nodes`` nodes follow the suites' scheme: a named load, on the
-    node count the suites are generated for (:data:`core_env.workload.SUITE_NODES`)."""
+    node count the suites are generated for (:data:`core_env.suites.SUITE_NODES`)."""
     return isinstance(load, str) and load in LOADS and n_nodes == SUITE_NODES
 
 
@@ -242,7 +290,7 @@ def generator_from_options(config: EnvConfig, options: dict[str, Any] | None) ->
     Options: ``{"workload": Workload}`` replays a given workload; ``{"suite": "eval", "root": r,
     "episode": e}`` (optionally ``"task_set"``, ``"load"``, defaulting to the config's) replays a
     pre-generated evaluation workload: a committed one, or with ``"suite_dir": DIR`` one written by
-    :func:`core_env.workload.write_suite` / ``python -m core_env.suites generate``; ``{"suite": PATH,
+    :func:`core_env.suites.write_suite` / ``python -m core_env.suites generate``; ``{"suite": PATH,
     "root": r, "episode": e}`` replays the suite file at PATH. A suite's load is per node, so it is
     replayed only on as many nodes as it was generated for (its meta's ``n_nodes``), unless ``"any_nodes":
     True`` says the other N is meant. Unknown option keys are ignored with a warning.
@@ -276,10 +324,9 @@ def generator_from_options(config: EnvConfig, options: dict[str, Any] | None) ->
             raise ValueError(f"no committed evaluation suite for bank {config.task_set_name!r}: generate one with "
                              f"`python -m core_env.suites generate --task-set {config.task_set} --out DIR` and pass options "
                              "{'suite': 'eval', 'suite_dir': DIR, ...}")
-        if not isinstance(load, str):
-            raise ValueError(f"suites are pre-generated for named loads {sorted(LOADS)}, got load={load!r}")
     return SuiteEpisode(task_set, load, root, episode, config.n_nodes, suite_dir=suite_dir, any_nodes=any_nodes)
 
 
 __all__ = ["Drawn", "FIXED_SCENARIOS", "Given", "OPTIONS", "Stress", "SuiteEpisode", "WorkloadGenerator", "committed_suite_fits",
-           "generator_for", "generator_from_options", "is_fixed_scenario", "reset_options", "suite_scheme"]
+           "generator_for", "generator_from_options", "is_fixed_scenario", "reset_options", "stress_workload", "suite_scheme",
+           "suite_workloads"]

@@ -16,11 +16,12 @@ import numpy as np
 from gymnasium import spaces
 
 from core_env import features
+from core_env.batch import OBSERVATIONS, check_seed
 from core_env.config import make_config
 from core_env.episode import Episode
 from core_env.render import render
 from core_env.sim import InvalidActionError
-from core_env.vector import OBSERVATIONS, check_seed, single_observation_space
+from core_env.vector import single_observation_space
 
 
 class DiscreteCoREEnv(gym.Env):
@@ -38,7 +39,7 @@ class DiscreteCoREEnv(gym.Env):
             raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
         task_source = kwargs.pop("task_source", None)
         config = make_config(**kwargs)
-        self.episode = Episode(config, task_source)
+        self.episode = Episode(config, task_source, observation)
         self.render_mode = config.render_mode
         self.observation_kind = observation
         self.observation_space = single_observation_space(config, observation)
@@ -78,8 +79,9 @@ class DiscreteCoREEnv(gym.Env):
         return {"observation": obs, "action_mask": mask}
 
     def _info(self) -> dict[str, Any]:
-        conflict, invalid = self.episode.node_flags()
-        return {**self.episode.statistics(), "potential": self.episode.potential(), "conflict": conflict, "invalid_action": invalid}
+        info, (conflict, invalid) = self.episode.info()
+        info["conflict"], info["invalid_action"] = np.array(conflict, np.int64), np.array(invalid, np.int64)
+        return info
 
     def action_masks(self) -> np.ndarray:
         """(N·(K+1),) bool: the flat per-node masks (sb3-contrib MultiDiscrete convention)."""

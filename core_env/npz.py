@@ -1,4 +1,4 @@
-"""Byte-reproducible ``.npz`` files and atomic writes, shared by suites, corpus and generator shards.
+"""Byte-reproducible ``.npz`` files, and :func:`write_atomic`, the one atomic file write of the three packages.
 
 Numpy's own ``savez`` stamps the current time into the zip, so identical arrays give different bytes;
 here every member gets a fixed timestamp and members are sorted by name, so the same arrays always give
@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import threading
 import zipfile
 from pathlib import Path
 
@@ -67,16 +68,23 @@ def read_npz(path: Path | str, allow_pickle: bool = False) -> dict[str, np.ndarr
     return out
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file renamed into place."""
+def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
+    """Write ``data`` (text is written as UTF-8) to ``path`` through a temporary file beside it
+    (``NAME.tmp-PID-THREAD``), flushed to disk and renamed into place: a reader sees the old file or the
+    new one, never a half-written one, and a failed write leaves no temporary file. Returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data.encode() if isinstance(data, str) else data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
 
 
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> str:

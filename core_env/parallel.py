@@ -62,6 +62,7 @@ class DiscreteCoREParallelEnv(ParallelEnv):
         self._observation_space = observation_space(config.n_slots, config.history)
         self._action_space = spaces.Discrete(config.n_slots + 1)
         self.state_space = spaces.Box(-features.OBS_BOUND, features.OBS_BOUND, (features.state_dim(config.n_slots, config.history),), np.float32)
+        self._actions = np.zeros((1, config.n_nodes), np.int64)  # the step's actions (read by the step only, never kept)
 
     @property
     def config(self):
@@ -89,37 +90,38 @@ class DiscreteCoREParallelEnv(ParallelEnv):
         return self._observations(), self._infos()
 
     def step(self, actions: Mapping[str, Any]):
-        if not self.agents:
+        agents = self.agents
+        if not agents:
             raise RuntimeError("the episode is over (or reset() was not called): call reset() before step()")
-        array = self._action_array(actions)
+        array = self._action_array(actions, agents)
         try:
             reward = self.episode.step(array)
         except InvalidActionError as error:
             self._checked_action_array(actions)  # an action outside [0, K]: raise as the checks word it
             raise ValueError(f"{node_name(error.node)}: {error}") from error
         observations, infos = self._observations(), self._infos()
-        terminated, truncated = self.episode.terminated, self.episode.truncated
-        agents = self.agents
-        rewards = {a: reward for a in agents}
-        terminations = {a: terminated for a in agents}
-        truncations = {a: truncated for a in agents}
+        terminated, truncated = self.episode.ended()
+        rewards = dict.fromkeys(agents, reward)
+        terminations = dict.fromkeys(agents, terminated)
+        truncations = dict.fromkeys(agents, truncated)
         if terminated or truncated:
             self.agents = []
         if self.render_mode == "human":
             self.render()
         return observations, rewards, terminations, truncations, infos
 
-    def _action_array(self, actions: Mapping[str, Any]) -> np.ndarray:
-        if not isinstance(actions, Mapping):
+    def _action_array(self, actions: Mapping[str, Any], agents: list[str]) -> np.ndarray:
+        if type(actions) is not dict and not isinstance(actions, Mapping):
             raise TypeError(f"actions must be a dict from agent name to action, got {type(actions).__name__}")
-        if len(actions) == len(self.agents):  # fast path: exactly the live agents, plain ints (the step checks the range)
+        if len(actions) == len(agents):  # fast path: exactly the live agents, plain ints (the step checks the range)
             try:
-                values = [actions[a] for a in self.agents]
+                values = [actions[a] for a in agents]
             except KeyError:
                 values = None
             if values is not None and set(map(type, values)) == _PLAIN_INT:
                 try:
-                    return np.array(values, dtype=np.int64)
+                    self._actions[0] = values
+                    return self._actions
                 except OverflowError:  # an int beyond int64: the checked path names the agent and the range
                     pass
         return self._checked_action_array(actions)
@@ -140,11 +142,12 @@ class DiscreteCoREParallelEnv(ParallelEnv):
         return {a: {"observation": o, "action_mask": m} for a, o, m in zip(self.possible_agents, obs, mask)}
 
     def _infos(self) -> dict[str, dict[str, float]]:
-        batch = self.episode.batch
-        stats = batch.sim.statistics_of(0)
-        stats["potential"] = float(batch.sim.potential[0])
-        conflict, invalid = batch.node_flag_lists(0)
-        return {a: {**stats, "conflict": c, "invalid_action": i} for a, c, i in zip(self.possible_agents, conflict, invalid)}
+        stats, (conflict, invalid) = self.episode.info()
+        infos = {}
+        for agent, c, i in zip(self.possible_agents, conflict, invalid):
+            infos[agent] = info = stats.copy()
+            info["conflict"], info["invalid_action"] = c, i
+        return infos
 
     def state(self) -> np.ndarray:
         if not self.episode.started:

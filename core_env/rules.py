@@ -3,20 +3,26 @@
 Every function takes an environment ``b`` and the state's arrays ``a`` (:class:`core_env.state.Arrays`,
 fields read by name; the tables' columns and rows are the members of :mod:`core_env.state`), and is
 compiled by numba and inlined into the engine's loops (:mod:`core_env.dynamics`, which writes no rule).
-In the order of a step:
+This is the one description of the rules (the simulator, the views and the docs point here), in the
+order of a step:
 
-0. :func:`check_actions` (every action, before any write: a step is all or nothing) and :func:`begin_step`;
+0. :func:`check_actions` (every action, before any write: a step is all or nothing; an action outside
+   [0, K] is an error, and so is the choice of an empty slot with ``strict=True``) and :func:`begin_step`;
 1. :func:`choose`: node ``n`` chooses 0 (idle) or ``k`` (slot ``k - 1``); an empty slot is invalid
    (idle); the lowest-index node choosing a slot wins it, later ones idle (conflicts);
 2. :func:`plan_service`: each serving node trains ``batches_per_step × speed`` batches, ``(1 −
-   switch_cost)`` of them on a switch; then **the task source** reports the loss of every served task
-   (:func:`curve_report`: the mean of its learning curve over the new batches) — the one place a report
-   comes from, so that another source (real training runs) can supply it: :func:`report_from_curves` is
-   what the simulator calls between :func:`start_env_step` and :func:`end_env_step`;
+   switch_cost)`` of them on a switch (the task was served by another node at its previous service, or
+   not in the last step; its first service is not a switch); fractional batches accumulate exactly;
+   then **the task source** reports the loss of every served task (:func:`curve_report`: the mean of its
+   learning curve over the new batches, or the loss at its position when they are too few to move the
+   position in float64) — the one place a report comes from, so that another source (real training
+   runs) can supply it: :func:`report_from_curves` is what the simulator calls between
+   :func:`start_env_step` and :func:`end_env_step`;
    :func:`record_reports` keeps each report (progress, histories, φ);
 3. :func:`complete`: a reported loss ≤ target frees the slot;
 4. :func:`expire`: a task still active when ``t + 1`` reaches its deadline fails;
-5. :func:`admit_arrivals`: tasks arriving at the new ``t`` take the lowest free slot or are rejected;
+5. :func:`admit_arrivals`: at the new ``t`` (:func:`advance` moves the clock), arriving tasks take the
+   lowest free slot, or are rejected when every slot is full;
 6. :func:`update_done`: terminated when the arrival window is over and no task is active, truncated at
    ``max_cycles``; finished environments are frozen;
 7. :func:`team_reward`: completions, plus Φ(s') − Φ(s) when shaped (Φ = κ Σ φ over slots with a report).

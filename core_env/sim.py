@@ -1,28 +1,21 @@
-"""The dynamics: B environments stepped together as a struct of arrays. No RL API here.
+"""The simulator: B environments' state as a struct of arrays, and the one caller of the compiled engine.
 
-One step (docs/env.md, "A step"), for every live environment:
+The rules of a step are described and implemented once, in :mod:`core_env.rules` (docs/env.md, "A
+step"); :mod:`core_env.dynamics` runs them over the B environments. This module owns the arrays they work
+on, the checks and errors around them, and the statistics read from them (:func:`fill_statistics`, the one
+builder behind every view's statistics and infos).
 
-1. Each node's action is 0 (idle) or ``k`` (the task in slot ``k - 1``). A choice of an empty slot is
-   invalid and treated as idle (or raises with ``strict=True``). If several nodes choose one task, the
-   lowest-index node serves it and the others idle (conflicts).
-2. A served task trains ``batches_per_step × speed`` batches; with switching cost ``c`` a task served by a
-   different node than at its previous service, or resumed after a step without service, loses the
-   first ``c`` of them (its first service ever is not a switch). Fractional batches accumulate exactly.
-   The task reports the mean of its curve over the newly trained batches (the loss at its position when
-   the batches are too few to move the position in float64).
-3. A task whose reported loss is at most its target completes and frees its slot.
-4. A task still active when ``t + 1`` reaches its deadline fails and frees its slot.
-5. ``t`` advances; tasks arriving at the new ``t`` (only while ``t < T_arrive``) take the lowest free
-   slot, or are rejected when every slot is full.
-6. An environment terminates when the arrival window is over and no task is active, and is truncated at
-   ``max_cycles``. Finished environments are frozen: later steps leave them unchanged.
+A step is all or nothing: every check that can fail (actions, ``strict`` choices, a task source's
+reports) runs before the first write, so a step that raises leaves the state (statistics, ``t``, slots,
+histories) as it was.
 
-A step is all or nothing: every check that can fail (actions, ``strict`` choices, curve lookups) runs
-before the first write, so a step that raises leaves the state (statistics, ``t``, slots, histories)
-as it was.
-
-The rules are implemented once, as compiled loops, in :mod:`core_env.dynamics`; this module owns the
-arrays they work on and the checks and errors around them.
+One step goes down and back once. :meth:`Simulator.advance` (what :class:`core_env.batch.EnvBatch` calls)
+checks the actions and makes one compiled call, :func:`step_and_fill`: :func:`core_env.dynamics.step_arrays`
+applies the rules to every live environment and pays the team rewards, then the caller's buffers, if it
+passed any, are filled from the new state (observations by :mod:`core_env.features`, statistics by
+:func:`fill_statistics`); the call returns an error code, raised here as an :class:`InvalidActionError`
+naming the culprit. With a task source the step is two compiled halves around the source's reports
+(:mod:`core_env.task_source`). Nothing below this module calls back up.
 """
 
 from __future__ import annotations
@@ -31,10 +24,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core_env import dynamics
+from core_env import dynamics, features
 from core_env.config import EnvConfig
-from core_env.state import (EMPTY_FLOATS, EMPTY_INTS, EPISODE_KEYS, INFO_ROWS, NEVER, OUTCOME, STATS, Arrays, EnvFlag, EnvRow, NodeFlag, Outcome, ParamFloat,
-                            ParamInt, SlotFlag, SlotFloat, SlotInt, completion_rate, empty_row, node_utilization)
+from core_env.jit import compiled, unowned
+from core_env.state import (EMPTY_FLOATS, EMPTY_INTS, INFO_ROWS, NEVER, OUTCOME, STATS, Arrays, EnvFlag, EnvRow, NodeFlag, Outcome, ParamFloat, ParamInt,
+                            SlotFlag, SlotFloat, SlotInt, completion_rate, empty_row, node_utilization)
 from core_env.task_source import TaskSource, reports_of
 from core_env.workload import Workload
 
@@ -88,8 +82,83 @@ class StepOutcome:
 _INT64 = np.dtype(np.int64)
 _DTYPES = {"i": np.int64, "f": np.float64, "b": np.bool_}
 _EMPTY_INT, _EMPTY_FLOAT = empty_row(SlotInt, EMPTY_INTS), empty_row(SlotFloat, EMPTY_FLOATS)
-#: The env table's row of every episode statistic read as it is (the others are rates of them).
-_EPISODE_ROWS = {key: EnvRow.N_ACTIVE if key == "active" else EnvRow[key.upper()] for key in EPISODE_KEYS if not key.endswith(("_rate", "utilization"))}
+
+#: Rows of the statistics builder's ``rates`` (:func:`fill_statistics`).
+RATES = ("completion_rate", "node_utilization", "potential")
+
+
+@unowned
+def fill_statistics(env, potential, nodes, first, counts, rates, flags):
+    """The one statistics builder: for the C environments ``first`` .. ``first + C - 1`` (C the columns of
+    the outputs; none when C = 0), ``counts`` (INFO_ROWS, C) int64 the first rows of the env table (the
+    statistics, ``t``, …, ``n_active``), ``rates`` (3, C) float64 the completion rate (completed per task
+    arrived, 0 before an arrival), the node utilization (busy node-steps per node-step, t counted from 1)
+    and Φ(s) (:data:`RATES`), ``flags`` (2, C, N) int64 the last step's conflict and invalid-action flags
+    (zeros after a reset). Named by :func:`statistics_dict`."""
+    N = flags.shape[2]
+    for c in range(counts.shape[1]):
+        b = first + c
+        for r in range(counts.shape[0]):
+            counts[r, c] = env[r, b]
+        rates[0, c] = completion_rate(env[EnvRow.COMPLETED, b], env[EnvRow.ARRIVED, b])
+        rates[1, c] = node_utilization(env[EnvRow.BUSY_NODE_STEPS, b], N, env[EnvRow.T, b])
+        rates[2, c] = potential[b]
+        for n in range(N):
+            flags[0, c, n] = nodes[NodeFlag.CONFLICT, b, n]
+            flags[1, c, n] = nodes[NodeFlag.INVALID, b, n]
+
+
+@unowned
+def observe_arrays(a, H, compact, rows, shared, mask):
+    """Every environment's observation from the state's arrays ``a``, with :mod:`core_env.features`:
+    per-node (``rows`` (B, N, D) observations, ``shared`` a (1, D − 3) scratch row) or ``compact``
+    (``rows`` (B, N, 3) node features, ``shared`` (B, 3 + K·F)); ``mask`` (B, N, K + 1). Nothing when
+    ``rows`` holds no environment."""
+    if compact:
+        features.fill_compact(a, H, rows, shared, mask)
+    else:
+        features.fill_observations(a, H, rows, mask, shared[0])
+
+
+@compiled
+def step_and_fill(actions, s, H, compact, rows, shared, mask, counts, rates, flags):
+    """One step of every live environment (:func:`core_env.dynamics.step_arrays`: the rules and the team
+    rewards), then, from the new state, the observations (:func:`observe_arrays`) and the statistics
+    (:func:`fill_statistics`) into the buffers given (empty buffers: nothing). Returns (code, flat node
+    index) of the action check; on an error nothing is written."""
+    a = dynamics.arrays_of(s)
+    code, where = dynamics.step_arrays(actions, a)
+    if code == dynamics.OK:
+        observe_arrays(a, H, compact, rows, shared, mask)
+        fill_statistics(a.env, a.potential, a.nodes, 0, counts, rates, flags)
+    return code, where
+
+
+@compiled
+def observe_state(s, H, compact, rows, shared, mask):
+    """:func:`observe_arrays` of the state as it stands (after a reset, or a step that did not observe)."""
+    observe_arrays(dynamics.arrays_of(s), H, compact, rows, shared, mask)
+
+
+@compiled
+def statistics_of_state(s, first, counts, rates, flags):
+    """:func:`fill_statistics` of the state as it stands."""
+    fill_statistics(s.env, s.potential, s.nodes, first, counts, rates, flags)
+
+
+def statistics_dict(counts, rates) -> dict:
+    """The statistics by their info names, in the order of :data:`core_env.state.EPISODE_KEYS`, then
+    ``potential``: from :func:`fill_statistics`' ``counts`` and ``rates`` ((C,) arrays, their rows), or
+    from one environment's column of each as lists (plain Python numbers)."""
+    return {"arrived": counts[_ARRIVED], "completed": counts[_COMPLETED], "failed": counts[_FAILED], "rejected": counts[_REJECTED],
+            "completion_rate": rates[0], "active": counts[_N_ACTIVE], "node_utilization": rates[1], "busy_node_steps": counts[_BUSY],
+            "wasted_node_steps": counts[_WASTED], "switches": counts[_SWITCHES], "conflicts": counts[_CONFLICTS],
+            "invalid_actions": counts[_INVALID], "t": counts[_T], "potential": rates[2]}
+
+
+(_ARRIVED, _COMPLETED, _FAILED, _REJECTED, _SWITCHES, _BUSY, _WASTED, _CONFLICTS, _INVALID, _T, _N_ACTIVE) = (
+    int(row) for row in (EnvRow.ARRIVED, EnvRow.COMPLETED, EnvRow.FAILED, EnvRow.REJECTED, EnvRow.SWITCHES, EnvRow.BUSY_NODE_STEPS,
+                         EnvRow.WASTED_NODE_STEPS, EnvRow.CONFLICTS, EnvRow.INVALID_ACTIONS, EnvRow.T, EnvRow.N_ACTIVE))
 #: A per-task row before its task is written (the row after the last task is a sentinel that never arrives).
 _TASK_ROW = empty_row(SlotInt, {SlotInt.ARRIVAL: NEVER, SlotInt.LENGTH: 1, SlotInt.LAST_NODE: -1})
 
@@ -146,7 +215,9 @@ class Simulator:
     ``terminated``, ``truncated``, ``next_task``, ``n_active``, ``n_tasks``, ``arrival_steps`` and ``stats``
     (name -> (B,) counts).
 
-    The simulator imports no observation or reward code: views read its arrays after each step.
+    It is the one caller of :mod:`core_env.dynamics` (module docstring): views and task sources go through
+    :meth:`advance`, :meth:`observe`, :meth:`statistics` and :meth:`curve_reports`, which fill the
+    caller's buffers; the simulator keeps no observation of its own.
     """
 
     task = _slot_int(SlotInt.TASK, "workload index of each slot's task, -1 when empty")
@@ -257,8 +328,6 @@ class Simulator:
             self.__dict__.pop(name, None)  # the named views are made again over the new arrays
         self.arrays = Arrays(**views, cum=self.bank.cum, slope=self.bank.slope)
         self._state = dynamics.State(*self.arrays)
-        pair = slice(NodeFlag.CONFLICT, NodeFlag.INVALID + 1)  # conflict and invalid planes are adjacent
-        self._node_flags = [self.arrays.nodes[pair, b].view(np.int8) for b in range(B)]
         self.arrays.speeds[:] = self.config.speeds
         self._write_params()
 
@@ -348,17 +417,36 @@ class Simulator:
         return np.ascontiguousarray(actions, dtype=np.int64)
 
     def step(self, actions: np.ndarray, source: TaskSource | None = None) -> StepOutcome:
+        """Advance every live environment by one step (:meth:`advance`); returns what the step did."""
+        self.advance(actions, source)
+        return self.outcome()
+
+    def advance(self, actions: np.ndarray, source: TaskSource | None = None, fill: tuple | None = None) -> None:
         """Advance every live environment by one step. ``actions``: (B, N) ints in [0, K].
 
         ``source``: what served tasks report (:class:`core_env.task_source.TaskSource`); None, the curve
         bank inside the compiled step. With a source the step runs in two compiled halves around
         ``source.report`` (the same rules); if the source raises or returns bad losses, the state is left
         as it was before the step.
+
+        ``fill``: buffers the step fills from the new state, in the same compiled call (module docstring):
+        ``(H, compact, rows, shared, mask, counts, rates, flags)``, the arguments of :meth:`observe` then
+        of :meth:`statistics_into`; a buffer that holds no environment is left alone.
         """
-        actions = self.prepare(actions)
-        if source is None:
-            self.raise_for(dynamics.step(actions, self._state), actions)
-            return self.outcome()
+        if not (type(actions) is np.ndarray and actions.dtype is _INT64 and actions.shape == self._action_shape and actions.flags.c_contiguous):
+            actions = self.check_actions(actions)  # as the compiled step takes them: a C-contiguous (B, N) int64 array
+        if source is not None:
+            self._step_with(actions, source)
+            if fill is not None:
+                self.observe(*fill[:5])
+                self.statistics_into(*fill[5:])
+            return
+        code, where = dynamics.step(actions, self._state) if fill is None else step_and_fill(actions, self._state, *fill)
+        if code:  # dynamics.OK is 0
+            self.raise_for((code, where), actions)
+
+    def _step_with(self, actions: np.ndarray, source: TaskSource) -> None:
+        """The step in two compiled halves around ``source``'s reports (:mod:`core_env.task_source`)."""
         tails = {arena: self._arenas[arena][start:].copy() for arena, start in self._outcome_from.items()}
         self.raise_for(dynamics.start_step(actions, self._state), actions)
         try:
@@ -371,13 +459,12 @@ class Simulator:
         if trained is not None:
             self.arrays.batches[...] = trained
         dynamics.end_step(self._state)
-        return self.outcome()
 
-    def prepare(self, actions: np.ndarray) -> np.ndarray:
-        """``actions`` as the compiled step takes them: a C-contiguous (B, N) int64 array (checked)."""
-        if type(actions) is np.ndarray and actions.dtype is _INT64 and actions.shape == self._action_shape and actions.flags.c_contiguous:
-            return actions
-        return self.check_actions(actions)
+    def curve_reports(self) -> None:
+        """Between the halves of a step with a task source: every served task's report from the curve
+        bank into ``arrays.reported`` (:class:`core_env.task_source.CurveSource`), for the batches in
+        ``arrays.batches``."""
+        dynamics.curve_reports(self._state)
 
     def raise_for(self, result: tuple[int, int], actions: np.ndarray) -> None:
         """Raise the :class:`InvalidActionError` of a compiled step's (code, flat node) result, if any."""
@@ -390,14 +477,30 @@ class Simulator:
             raise InvalidActionError(f"action {value} of node {n} (env {b}) is outside [0, {self.K}]", b, n, value)
         raise InvalidActionError(f"node {n} (env {b}) chose slot {value - 1}, which holds no active task", b, n, int(value))
 
-    def node_flags_of(self, b: int) -> list[int]:
-        """Env b's N conflict flags, then its N invalid-action flags, of the last step as ints (no outcome copy)."""
-        return self._node_flags[b].ravel().tolist()
-
     def outcome(self) -> StepOutcome:
         """What the last step did (fresh arrays; zeros before the first step)."""
         fr = self._outcome_from
         return StepOutcome(self._i64[fr["i"] :].copy(), self._b8[fr["b"] :].copy(), self._f64[fr["f"] :].copy(), self.arrays.flags[1:].copy(), self._shape)
+
+    # ------------------------------------------------------------------ observations and statistics
+    def observe(self, H: int, compact: bool, rows: np.ndarray, shared: np.ndarray, mask: np.ndarray) -> None:
+        """Every environment's observation as the state stands (:func:`observe_arrays`: per-node ``rows``
+        (B, N, D) with ``shared`` a (1, D − 3) scratch row, or ``compact`` ``rows`` (B, N, 3) and
+        ``shared`` (B, 3 + K·F); ``mask`` (B, N, K + 1)), for the loss history H."""
+        observe_state(self._state, H, compact, rows, shared, mask)
+
+    def statistics_into(self, counts: np.ndarray, rates: np.ndarray, flags: np.ndarray, first: int = 0) -> None:
+        """:func:`fill_statistics` of environments ``first`` .. ``first + C - 1`` as the state stands."""
+        statistics_of_state(self._state, first, counts, rates, flags)
+
+    def statistics(self, first: int = 0, count: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Fresh ``counts`` (INFO_ROWS, C), ``rates`` (3, C) and ``flags`` (2, C, N) of environments
+        ``first`` .. ``first + C - 1`` (C = ``count``, default every environment from ``first``):
+        :func:`fill_statistics`, named by :func:`statistics_dict`."""
+        count = self.B - first if count is None else count
+        counts, rates, flags = np.empty((INFO_ROWS, count), np.int64), np.empty((len(RATES), count)), np.empty((2, count, self.N), np.int64)
+        statistics_of_state(self._state, first, counts, rates, flags)
+        return counts, rates, flags
 
     # ------------------------------------------------------------------ read-only views
     def reported_history(self, b: int, k: int) -> np.ndarray:
@@ -421,29 +524,15 @@ class Simulator:
 
     def episode_statistics(self) -> dict[str, np.ndarray]:
         """Running episode statistics per environment, (B,) arrays (see docs/env.md), keyed in the order of
-        :data:`core_env.state.EPISODE_KEYS`."""
-        rows = self.arrays.env
-        out = {}
-        for key in EPISODE_KEYS:
-            if key == "completion_rate":
-                out[key] = np.array([completion_rate(c, a) for c, a in zip(rows[EnvRow.COMPLETED].tolist(), rows[EnvRow.ARRIVED].tolist())])
-            elif key == "node_utilization":
-                out[key] = np.array([node_utilization(busy, self.N, t) for busy, t in zip(rows[EnvRow.BUSY_NODE_STEPS].tolist(), rows[EnvRow.T].tolist())])
-            else:
-                out[key] = rows[_EPISODE_ROWS[key]].copy()
+        :data:`core_env.state.EPISODE_KEYS` (fresh: rows of one array per dtype)."""
+        out = statistics_dict(*self.statistics()[:2])
+        del out["potential"]
         return out
 
     def statistics_of(self, b: int) -> dict[str, int | float]:
         """:meth:`episode_statistics` of environment ``b`` as plain Python numbers (the same values), keyed
-        in the order of :data:`core_env.state.EPISODE_KEYS` (per step in the single views: one list, read
-        at plain-int rows)."""
-        v = self.arrays.env[:INFO_ROWS, b].tolist()
-        return {"arrived": v[_ARRIVED], "completed": v[_COMPLETED], "failed": v[_FAILED], "rejected": v[_REJECTED],
-                "completion_rate": completion_rate(v[_COMPLETED], v[_ARRIVED]), "active": v[_N_ACTIVE],
-                "node_utilization": node_utilization(v[_BUSY], self.N, v[_T]), "busy_node_steps": v[_BUSY], "wasted_node_steps": v[_WASTED],
-                "switches": v[_SWITCHES], "conflicts": v[_CONFLICTS], "invalid_actions": v[_INVALID], "t": v[_T]}
-
-
-(_ARRIVED, _COMPLETED, _FAILED, _REJECTED, _SWITCHES, _BUSY, _WASTED, _CONFLICTS, _INVALID, _T, _N_ACTIVE) = (
-    int(row) for row in (EnvRow.ARRIVED, EnvRow.COMPLETED, EnvRow.FAILED, EnvRow.REJECTED, EnvRow.SWITCHES, EnvRow.BUSY_NODE_STEPS,
-                         EnvRow.WASTED_NODE_STEPS, EnvRow.CONFLICTS, EnvRow.INVALID_ACTIONS, EnvRow.T, EnvRow.N_ACTIVE))
+        in the order of :data:`core_env.state.EPISODE_KEYS`."""
+        counts, rates, _ = self.statistics(b, 1)
+        out = statistics_dict(counts.ravel().tolist(), rates.ravel().tolist())
+        del out["potential"]
+        return out

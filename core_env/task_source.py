@@ -28,8 +28,6 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 
-from core_env import dynamics
-
 if TYPE_CHECKING:
     from core_env.sim import Simulator
 
@@ -125,7 +123,7 @@ def curve_reports_with(sim: Simulator, served: Served, batches: np.ndarray) -> R
     batches = np.asarray(batches, dtype=np.float64)
     latest = sim.last_loss[served.env, served.slot].copy()
     sim.arrays.batches[served.env, served.node] = batches
-    dynamics.curve_reports(sim._state)
+    sim.curve_reports()
     loss = sim.arrays.reported[served.env, served.slot].copy()
     idle = (batches == 0) & (served.progress > 0)
     loss[idle] = latest[idle]
@@ -137,7 +135,7 @@ class CurveSource:
     new batches (:func:`core_env.rules.curve_report`, the compiled step's own source)."""
 
     def report(self, sim: Simulator, served: Served) -> np.ndarray:
-        dynamics.curve_reports(sim._state)
+        sim.curve_reports()
         return sim.arrays.reported[served.env, served.slot].copy()
 
 

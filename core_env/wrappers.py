@@ -35,10 +35,10 @@ from pettingzoo import ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from core_env import features
-from core_env.config import TASK_SETS
-from core_env.curves import CurveBank, bank_for
+from core_env.config import TASK_SETS, EnvConfig
+from core_env.curves import CORPUS_TASK_SETS, CurveBank, bank_for
+from core_env.generators import generator_for
 from core_env.parallel import DiscreteCoREParallelEnv
-from core_env.curves.stress import stress_bank
 from core_env.workload import Workload
 
 __all__ = ["EpisodeRecorder", "FinalEpisode", "FlattenObservation", "LongerHistory", "MaskToInfo", "OracleDemand", "RLlibKeys", "replay"]
@@ -126,7 +126,7 @@ class MaskToInfo(ObservationWrapper):
     Serves every library that takes Box observations and reads the mask from the infos: TorchRL's
     ``PettingZooWrapper`` and BenchMARL (flat ``("node", "observation")`` and ``("node", "action_mask")``
     entries instead of a nested observation dict), SuperSuit's vectorizers (they pass infos through), and
-    hand-written loops (``infos[agent]["action_mask"]``; docs/env.md, "Libraries that read the mask from
+    hand-written loops (``infos[agent]["action_mask"]``; docs/views.md, "Libraries that read the mask from
     the infos"). The mask is present in the infos from reset on (TorchRL builds its info spec from the
     first reset).
     """
@@ -351,10 +351,10 @@ def _find_bank(record: Mapping[str, Any], env: ParallelEnv) -> CurveBank:
     if config.bank_path is not None:  # a bank file: either split
         candidates += [lambda: config.bank("train"), lambda: config.bank("eval")]
     for task_set in dict.fromkeys([name, config.task_set_name]):
-        if task_set == "stress":
-            candidates.append(stress_bank)
-        elif task_set in TASK_SETS:
+        if task_set in CORPUS_TASK_SETS:
             candidates += [lambda t=task_set: bank_for(t, "train"), lambda t=task_set: bank_for(t, "eval")]
+        elif task_set in TASK_SETS:  # a constructed scenario: the bank of its generator
+            candidates.append(lambda t=task_set: generator_for(EnvConfig(task_set=t)).bank)
     for candidate in candidates:
         bank = candidate()
         if bank.fingerprint == fingerprint:

@@ -6,12 +6,12 @@ import numpy as np
 
 from benchmarks.rollout import _served, run_agent
 from core_env.config import EnvConfig
-from core_env.workload import select_workload
+from core_env.generators import generator_for
 from mara_agents.heuristics import EDF, FIFO, RandomAgent
 
 
 def _workloads(config: EnvConfig, count: int = 3):
-    return [select_workload(config, np.random.default_rng(seed), None) for seed in range(count)]
+    return [generator_for(config).workload(np.random.default_rng(seed)) for seed in range(count)]
 
 
 def test_an_agent_agrees_with_itself_and_playing_is_unchanged_by_a_shadow():

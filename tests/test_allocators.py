@@ -11,7 +11,7 @@ from benchmarks.rollout import run_agent, run_parallel_episode
 from core_env import discrete_core_v1, features
 from core_env.config import EnvConfig
 from core_env.sim import Simulator
-from core_env.workload import select_workload
+from core_env.generators import generator_for
 from mara_agents.allocators import ALLOCATORS, LARA, LLF, EDFAdmission, LaiRA, ObservedTasks
 from mara_agents.allocators.admission import schedulable
 from mara_agents.heuristics import EDF, LAS, RandomAgent
@@ -22,7 +22,7 @@ CONFIG = EnvConfig()
 
 
 def train_workloads(count: int, seed: int = 0) -> list:
-    return [select_workload(CONFIG, np.random.default_rng(seed + i), None) for i in range(count)]
+    return [generator_for(CONFIG).workload(np.random.default_rng(seed + i)) for i in range(count)]
 
 
 def served_slots(agent, workload, config: EnvConfig, steps: int) -> list[list[int]]:
@@ -164,7 +164,7 @@ def test_every_allocator_emits_masked_valid_conflict_free_actions(name):
     config = EnvConfig(arrival_steps=150)
     agent, rng = AGENT_FACTORIES[name](), np.random.default_rng(1)
     sim = Simulator(config, 4)
-    sim.reset([select_workload(config, np.random.default_rng(100 + i), None) for i in range(4)])
+    sim.reset([generator_for(config).workload(np.random.default_rng(100 + i)) for i in range(4)])
     agent.reset(sim.B, sim.N, sim.K)
     checked = 0
     while not sim.done.all():

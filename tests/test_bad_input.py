@@ -10,7 +10,8 @@ import pytest
 from conftest import FLAT, LINEAR, tiny_bank, tiny_workload, trajectory_digest
 
 import core_env
-from core_env import discrete_core_v1, workload
+from core_env import discrete_core_v1
+from core_env import suites as workload  # the suite files' reader (it was core_env.workload's)
 from core_env.gym_env import DiscreteCoREEnv
 from core_env.workload import Workload, draw_workload
 
@@ -382,12 +383,12 @@ def test_a_suite_replays_only_on_the_nodes_it_was_generated_for_unless_asked():
 
 def test_an_arrival_window_longer_than_the_episode_draws_only_what_an_episode_can_play():
     from core_env.config import EnvConfig
-    from core_env.workload import select_workload
+    from core_env.generators import generator_for
 
-    long = select_workload(EnvConfig(arrival_steps=10**7, max_cycles=300), np.random.default_rng(5), None)
+    long = generator_for(EnvConfig(arrival_steps=10**7, max_cycles=300)).workload(np.random.default_rng(5))
     assert long.arrival.max() < 300 and long.arrival_steps == 10**7 and len(long) < 1000  # ~4 x 0.1 x 300 arrivals, not 4e6
     default = EnvConfig()
     assert default.arrival_steps <= default.max_cycles  # the default draw is unchanged (the digests pin it)
-    same = select_workload(default, np.random.default_rng(5), None)
+    same = generator_for(default).workload(np.random.default_rng(5))
     plain = draw_workload(default.bank("train"), default.arrival_intensity, default.arrival_steps, np.random.default_rng(5), default.recipe, n_nodes=4)
     assert np.array_equal(same.arrival, plain.arrival) and np.array_equal(same.curve, plain.curve)

@@ -12,7 +12,9 @@ from conftest import tiny_workload
 from benchmarks.rollout import run_agent
 from core_env.config import EnvConfig
 from core_env.curves import CurveBank
-from core_env.workload import Workload, draw_workload, load_suite, stress_workload
+from core_env.generators import stress_workload
+from core_env.suites import load_suite
+from core_env.workload import Workload, draw_workload
 from mara_agents.bounds import independent_feasibility_bound, milp_ceiling
 from mara_agents.heuristics import Clairvoyant
 
@@ -89,7 +91,7 @@ def test_milp_is_at_least_clairvoyant_on_small_episodes(seed):
 
 
 def test_milp_on_a_committed_episode_matches_its_stored_value():
-    from core_env.workload import suite_ceilings
+    from core_env.ceilings import suite_ceilings
 
     stored = suite_ceilings("id", "train")[(0, 0)]
     ceiling = milp_ceiling(load_suite("id", "train", 0, 0), 4)
@@ -115,7 +117,7 @@ def test_ceilings_run_resumes_after_an_interruption_and_the_reader_checks_checks
     import json
 
     from benchmarks import ceilings
-    from core_env import workload as wl
+    from core_env import ceilings as wl
     from mara_agents.bounds import Ceiling
 
     path = tmp_path / "ceilings.json"  # its manifest beside it, written with it
@@ -153,7 +155,7 @@ def test_slot_ceilings_run_resumes_and_a_longer_run_starts_from_the_stored_sched
     import numpy as np
 
     from benchmarks import ceilings
-    from core_env import workload as wl
+    from core_env import ceilings as wl
     from mara_agents import slot_ceiling as sc
 
     paths = {"SLOT_CEILINGS_PATH": tmp_path / "slot_ceilings.json", "SLOT_SCHEDULES_PATH": tmp_path / "slot_schedules.npz"}

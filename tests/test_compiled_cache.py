@@ -42,7 +42,7 @@ def test_the_sources_cover_every_compiled_module_and_every_core_env_module_they_
     package = compiled_cache.PACKAGE
     # a compiled function: decorated with numba's njit or with one of core_env.jit's decorators
     with_njit = {p.stem for p in package.glob("*.py") if re.search(r"^\s*@(njit\(|compiled$|inlined$|unowned$)", p.read_text(), re.MULTILINE)}
-    assert {"rules", "dynamics", "features", "vector"} <= with_njit <= set(compiled_cache.COMPILED)
+    assert {"rules", "dynamics", "features", "sim"} <= with_njit <= set(compiled_cache.COMPILED)
     imported = set()
     for name in compiled_cache.COMPILED:
         for node in ast.walk(ast.parse((package / f"{name}.py").read_text())):

@@ -26,8 +26,9 @@ from core_env.config import EnvConfig
 from core_env.curves import bank_file, bank_for
 from core_env.curves.importer import import_curves, load_bank, write_bank
 from core_env.recipe import DEFAULT_RECIPE, TaskRecipe
-from core_env.suites import main as suites_main
-from core_env.workload import SUITE_SEED, draw_workload, generate_suite, load_suite, suite_file_meta, suite_rng, write_suite
+from core_env.suites import SUITE_SEED, generate_suite, load_suite, suite_file_meta, suite_rng, write_suite
+from core_env.suites.__main__ import main as suites_main
+from core_env.workload import draw_workload
 from core_env.wrappers import EpisodeRecorder, replay
 
 REPO = Path(__file__).resolve().parents[1]

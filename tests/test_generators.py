@@ -12,8 +12,8 @@ import pytest
 from core_env import discrete_core_v1
 from core_env.config import LOADS, EnvConfig
 from core_env.generators import (Drawn, Given, Stress, SuiteEpisode, committed_suite_fits, generator_for, generator_from_options,
-                                 is_fixed_scenario, suite_scheme)
-from core_env.workload import SUITE_NODES, SUITE_TASK_SETS, load_suite, select_workload, stress_workload, suite_meta
+                                 is_fixed_scenario, stress_workload, suite_scheme)
+from core_env.suites import SUITE_NODES, SUITE_TASK_SETS, load_suite, suite_meta
 
 PACKAGE = Path(__file__).resolve().parents[1] / "core_env"
 
@@ -30,7 +30,7 @@ def test_a_configs_own_generator_is_what_a_seeded_reset_draws():
     env = discrete_core_v1.parallel_env(n_nodes=3, load=0.3, arrival_steps=40)
     env.reset(seed=11)
     assert _same(env.episode.sim.workloads[0], generator.workload(np.random.default_rng(11)))
-    assert _same(select_workload(config, np.random.default_rng(4), None), generator.workload(np.random.default_rng(4)))
+    assert _same(generator_from_options(config, None).workload(np.random.default_rng(4)), generator.workload(np.random.default_rng(4)))
 
 
 def test_the_stress_scenario_is_one_fixed_generator_with_a_known_optimum():

@@ -10,7 +10,9 @@ from benchmarks.rollout import run_agent, run_parallel_episode
 from core_env import discrete_core_v1, features
 from core_env.config import EnvConfig
 from core_env.sim import Simulator
-from core_env.workload import Workload, load_suite, stress_bank
+from core_env.curves.stress import stress_bank
+from core_env.suites import load_suite
+from core_env.workload import Workload
 from mara_agents import Agent, PettingZooPolicy
 from mara_agents.heuristics import EDF, FIFO, HEURISTICS, Clairvoyant, RandomAgent, serve_in_order
 from mara_agents.protocols import REMAINING_DEMAND

@@ -98,11 +98,11 @@ def test_tianshou_masked_ppo_trains_and_loads_as_agent(tmp_path):
     from core_env.config import EnvConfig
     from core_env.sim import Simulator
     from core_env import features
-    from core_env.workload import select_workload
+    from core_env.generators import generator_for
 
     config = EnvConfig(n_nodes=3, n_slots=6, arrival_steps=40)
     sim = Simulator(config, 2)
-    sim.reset([select_workload(config, np.random.default_rng(s), None) for s in (1, 2)])
+    sim.reset([generator_for(config).workload(np.random.default_rng(s)) for s in (1, 2)])
     agent.reset(sim.B, sim.N, sim.K)
     while not sim.done.all():
         obs, mask = features.observations(sim, config.history)

@@ -177,12 +177,12 @@ def test_bad_settings_name_the_problem():
 
 def test_the_planner_is_deterministic_for_a_seed():
     config = EnvConfig(arrival_steps=60)
-    from core_env.workload import select_workload
+    from core_env.generators import generator_for
 
     runs = []
     for _ in range(2):
         sim = Simulator(config, 2)
-        sim.reset([select_workload(config, np.random.default_rng(5 + i), None) for i in range(2)])
+        sim.reset([generator_for(config).workload(np.random.default_rng(5 + i)) for i in range(2)])
         agent = CompletionPlanner(WLS(), samples=8, seed=3)
         agent.reset(2, sim.N, sim.K)
         actions = []
@@ -235,7 +235,7 @@ def test_a_mat_model_on_the_posterior_features_reads_four_per_slot_and_acts():
     import torch
 
     from benchmarks.rollout import run_agent
-    from core_env.workload import select_workload
+    from core_env.generators import generator_for
     from mara_agents.mat.agent import MATAgent
     from mara_agents.mat.model import MATConfig, MATModel
 
@@ -246,7 +246,7 @@ def test_a_mat_model_on_the_posterior_features_reads_four_per_slot_and_acts():
     torch.manual_seed(0)
     agent = MATAgent(MATModel(config), predictor=WLS())  # any predictor behind the features
     env_config = EnvConfig(arrival_steps=40)
-    rates = run_agent(agent, [select_workload(env_config, np.random.default_rng(3), None)], env_config)["completion_rate"]
+    rates = run_agent(agent, [generator_for(env_config).workload(np.random.default_rng(3))], env_config)["completion_rate"]
     assert rates.shape == (1,) and 0.0 <= rates[0] <= 1.0
 
 
@@ -276,13 +276,13 @@ def test_tuning_scores_posterior_rows_on_train_workloads_and_never_reads_an_eval
     import json
 
     import core_env.generators
-    import core_env.workload
+    import core_env.suites
     from benchmarks import tuning
 
     def refuse(*args, **kwargs):
         raise AssertionError("tuning read an evaluation suite")
 
-    for module in (core_env.workload, core_env.generators):
+    for module in (core_env.suites, core_env.generators):
         monkeypatch.setattr(module, "load_suite", refuse)
         monkeypatch.setattr(module, "load_suite_file", refuse)
     out = tmp_path / "tuning.json"

@@ -14,7 +14,7 @@ from core_env import discrete_core_v1, features
 from core_env.config import EnvConfig
 from core_env.gym_env import DiscreteCoREEnv
 from core_env.sim import Simulator
-from core_env.workload import select_workload
+from core_env.generators import generator_for
 from core_env.wrappers import MaskToInfo
 from mara_agents.predictors import DKF, PREDICTORS, WLS, LastSlope, OraclePredictor
 from mara_agents.predictors.features import (
@@ -155,7 +155,7 @@ def test_gymnasium_wrapper_matches_the_pettingzoo_features():
     gym_env = GymPredictorFeatures(DiscreteCoREEnv(n_slots=6), DKF())
     pz_env = PredictorFeatures(discrete_core_v1.parallel_env(n_slots=6), DKF())
     rng = np.random.default_rng(4)
-    workload = select_workload(gym_env.unwrapped.config, np.random.default_rng(0), None)
+    workload = generator_for(gym_env.unwrapped.config).workload(np.random.default_rng(0))
     observation, _ = gym_env.reset(options={"workload": workload})
     pz_observations, _ = pz_env.reset(options={"workload": workload})
     for _ in range(40):
@@ -177,7 +177,7 @@ def test_gymnasium_wrapper_works_through_gym_make():
 
 def test_batched_simulator_features_equal_direct_predictor_calls():
     config = EnvConfig(n_slots=6)
-    workloads = [select_workload(config, np.random.default_rng(seed), None) for seed in range(3)]
+    workloads = [generator_for(config).workload(np.random.default_rng(seed)) for seed in range(3)]
     sim = Simulator(config, len(workloads))
     sim.reset(workloads)
     predictions = SlotPredictions(OraclePredictor())
@@ -217,7 +217,7 @@ def test_linked_groups_predict_in_one_call_with_the_same_features(name):
     from mara_agents.predictors.features import predict_together, predictor_observation
 
     config = EnvConfig(n_nodes=2, n_slots=4, arrival_steps=30)
-    workloads = [select_workload(config, np.random.default_rng(s), None) for s in range(6)]
+    workloads = [generator_for(config).workload(np.random.default_rng(s)) for s in range(6)]
 
     def groups(linked: bool):
         predictor = PREDICTORS[name]()

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from benchmarks import decision_points as dp
-from benchmarks import prior_edf
 from benchmarks.agents import make_agent
 from core_env.config import EnvConfig
 from core_env.observation import parse_observation
 from core_env.vector import DiscreteCoREVectorEnv
 from core_env.workload import load_suite
+from mara_agents.heuristics import prior_edf
 
 
 class Regressor:

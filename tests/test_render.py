@@ -10,7 +10,8 @@ import pytest
 
 from core_env import discrete_core_v1
 from core_env.render import GANTT, HEIGHT, WIDTH, colour
-from core_env.workload import Workload, stress_bank
+from core_env.curves.stress import stress_bank
+from core_env.workload import Workload
 
 
 def run_masked_random(env, steps: int, seed: int = 0):

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from benchmarks import ceilings
-from core_env import workload as wl
+from core_env import ceilings as wl  # the stored ceilings' reader (it was core_env.workload's)
 
 SLOT_FILES = ("ceilings.json", "slot_ceilings.json", "slot_schedules.npz", wl.SLOT_MANIFEST_NAME)
 

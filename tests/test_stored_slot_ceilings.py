@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from core_env.config import LOADS, EnvConfig
-from core_env.workload import (SUITE_TASK_SETS, load_suite, read_slot_schedules, schedule_key, suite_cells, suite_ceilings,
-                               suite_slot_ceilings)
+from core_env.ceilings import read_slot_schedules, schedule_key, suite_ceilings, suite_slot_ceilings
+from core_env.suites import SUITE_TASK_SETS, load_suite, suite_cells
 from mara_agents.slot_ceiling import OPTIMAL, replay
 
 SUITES = [(t, load) for load in LOADS for t in SUITE_TASK_SETS]

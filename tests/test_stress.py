@@ -7,7 +7,7 @@ import pytest
 from benchmarks.rollout import run_agent, run_parallel_episode
 from core_env import discrete_core_v1
 from core_env.config import EnvConfig
-from core_env.workload import stress_workload
+from core_env.generators import stress_workload
 from mara_agents.bounds import independent_feasibility_bound, independent_feasibility_bounds
 from mara_agents.heuristics import HEURISTICS
 

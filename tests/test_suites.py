@@ -13,20 +13,10 @@ from core_env.curves import CurveBank
 from core_env import discrete_core_v1
 from core_env.config import LOADS
 from core_env.curves import bank_for
-from core_env.workload import (
-    SLOT_SCHEDULES_PATH,
-    SUITE_DIR,
-    SUITE_EPISODES,
-    SUITE_MANIFEST,
-    SUITE_ROOTS,
-    SUITE_TASK_SETS,
-    draw_workload,
-    generate_suite,
-    load_suite,
-    stress_workload,
-    suite_ceilings,
-    suite_meta,
-)
+from core_env.ceilings import SLOT_SCHEDULES_PATH, suite_ceilings
+from core_env.generators import stress_workload
+from core_env.suites import SUITE_DIR, SUITE_EPISODES, SUITE_MANIFEST, SUITE_ROOTS, SUITE_TASK_SETS, generate_suite, load_suite, suite_meta
+from core_env.workload import draw_workload
 from core_env.recipe import DEFAULT_RECIPE, FamilyReference, TaskRecipe, quantize
 
 #: len() and sha256 prefix of the workload of ``parallel_env().reset(seed=0)`` (v1 recipe, N = 4, id).

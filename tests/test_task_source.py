@@ -14,13 +14,13 @@ from core_env import features
 from core_env.config import make_config
 from core_env.sim import Simulator
 from core_env.task_source import CurveSource, Reports, Served, served_of
-from core_env.workload import select_workload
+from core_env.generators import generator_for
 from test_properties import PROPERTY_SETTINGS, configs, random_actions
 
 
 def _pair(config: dict, seed: int, batch: int = 3) -> tuple[Simulator, Simulator]:
     cfg = make_config(**config)
-    workloads = [select_workload(cfg, np.random.default_rng(seed + b), None) for b in range(batch)]
+    workloads = [generator_for(cfg).workload(np.random.default_rng(seed + b)) for b in range(batch)]
     sims = Simulator(cfg, batch), Simulator(cfg, batch)
     for sim in sims:
         sim.reset(workloads)

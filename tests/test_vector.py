@@ -294,6 +294,69 @@ def test_the_compiled_rules_read_each_array_by_its_own_name():
     assert np.shares_memory(sim.arrays.cum, sim.bank.cum) and np.shares_memory(sim.arrays.slope, sim.bank.slope)
 
 
+# ---------------------------------------------------------------- issue 51: the batch, the simulator and the statistics
+
+
+def test_the_views_reach_the_engine_only_through_the_simulator():
+    """The Simulator is the only caller of the compiled engine: the batch, the views and the task source
+    import no dynamics and hold no handle on the simulator's compiled state."""
+    import ast
+    from pathlib import Path
+
+    from core_env import batch, vector
+
+    assert vector.EnvBatch is batch.EnvBatch  # the old import path still works
+    package = Path(core_env.__file__).parent
+    for name in ("batch", "vector", "episode", "parallel", "gym_env", "task_source"):
+        tree = ast.parse((package / f"{name}.py").read_text())
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module == "core_env" for alias in node.names}
+        imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        assert not {"dynamics", "rules", "core_env.dynamics", "core_env.rules"} & imported, name
+        assert not [node for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "_state"], name
+
+
+def test_one_statistics_builder_behind_every_view():
+    """The vector env's infos, the simulator's episode statistics, the single views' infos and the batch's
+    lists all read one builder (sim.fill_statistics): the same values, the single views' as plain numbers."""
+    B, rng = 3, np.random.default_rng(4)
+    envs = DiscreteCoREVectorEnv(B, "disabled", **SMALL)
+    singles = [discrete_core_v1.parallel_env(**SMALL) for _ in range(B)]
+    envs.reset(seed=2)
+    for i, env in enumerate(singles):
+        env.reset(seed=2 + i)
+    for _ in range(30):
+        actions = masked(rng, envs.action_masks())
+        _, _, _, _, infos = envs.step(actions)
+        statistics = envs.batch.sim.episode_statistics()
+        for b, env in enumerate(singles):
+            single = env.step({agent: int(actions[b, n]) for n, agent in enumerate(env.possible_agents)})[-1] if env.agents else None
+            stats = envs.batch.sim.statistics_of(b)
+            assert list(stats) == list(EPISODE_KEYS) and list(statistics) == list(EPISODE_KEYS)
+            for key in EPISODE_KEYS:
+                assert stats[key] == statistics[key][b] == infos[key][b] and type(stats[key]) in (int, float), key
+            if single is not None:
+                for n, agent in enumerate(env.possible_agents):
+                    assert single[agent] == {**stats, "potential": infos["potential"][b], "conflict": infos["conflict"][b, n],
+                                             "invalid_action": infos["invalid_action"][b, n]}
+
+
+def test_infos_and_observations_handed_out_stay_the_callers():
+    """What a step fills is handed out once: writing into returned infos or observations changes neither
+    the next ones nor the state, and reading them twice gives equal, separate arrays."""
+    envs = DiscreteCoREVectorEnv(2, "disabled", **SMALL)
+    envs.reset(seed=0)
+    obs, _, _, _, infos = envs.step(np.ones((2, 2), np.int64))
+    again = envs.batch.infos()
+    assert all(np.array_equal(infos[key], again[key]) and not np.shares_memory(infos[key], again[key]) for key in again)
+    expected = {key: value.copy() for key, value in again.items()}
+    infos["completed"][:] = 99
+    infos["conflict"][:] = 7
+    obs["observation"][:] = 5.0
+    assert all(np.array_equal(envs.batch.infos()[key], expected[key]) for key in expected)
+    assert not np.array_equal(envs.batch.observe()[0], obs["observation"])
+    assert envs.batch.sim.statistics_of(0)["completed"] == int(expected["completed"][0])
+
+
 # ---------------------------------------------------------------- issue 49: bounds and masks (faults)
 
 

@@ -13,7 +13,7 @@ from pettingzoo.test import api_test, parallel_api_test
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from core_env import discrete_core_v1
-from core_env.workload import stress_bank
+from core_env.curves.stress import stress_bank
 from core_env.wrappers import EpisodeRecorder, FinalEpisode, FlattenObservation, LongerHistory, MaskToInfo, OracleDemand, RLlibKeys, replay
 
 SMALL = {"arrival_steps": 40}

@@ -42,7 +42,6 @@ import os
 import time
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,6 +50,7 @@ from core_env.curves import CurveBank
 from core_env.curves.bank import LOSS_CEIL, LOSS_FLOOR
 from core_env.live.tasks import LIVE_FAMILIES, TaskSpec, build_task, checked_losses
 from core_env.live.workers import InProcessNodes, NodeFailure, NodeTimeout
+from core_env.npz import write_atomic
 from core_env.task_source import Reports, Served
 
 if TYPE_CHECKING:
@@ -306,10 +306,7 @@ class LiveSource:
 
     def write_records(self, path: str | os.PathLike) -> None:
         """The services as JSON lines (one per service), written atomically."""
-        path = Path(path)
-        partial = path.with_name(path.name + ".partial")
-        partial.write_text("".join(json.dumps(record) + "\n" for record in self.records))
-        os.replace(partial, path)
+        write_atomic(path, "".join(json.dumps(record) + "\n" for record in self.records))
 
     def close(self, nodes: bool = True) -> None:
         """With ``nodes``, stop the workers (bounded: see the pool's ``close``); without, drop this source's

@@ -13,9 +13,9 @@ from __future__ import annotations
 from mara_agents.allocators.base import Estimates, PredictiveAllocator
 from mara_agents.allocators.laira import LaiRA
 from mara_agents.allocators.lara import LARA
-from mara_agents.allocators.observed import ObservedTasks
 from mara_agents.allocators.posterior import CompletionPlanner, IndexAllocator
 from mara_agents.allocators.ordered import LLF, SLAQ, EDFAdmission, OrderedAllocator
+from mara_agents.observed import ObservedTasks
 from mara_agents.predictors import PREDICTORS
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from mara_agents.allocators.observed import ObservedTasks
+from mara_agents.observed import ObservedTasks
 from mara_agents.predictors.cache import PredictionCache
 from mara_agents.protocols import REMAINING_DEMAND, Agent, Predictor
 

@@ -2,7 +2,7 @@
 
 Like every agent, :class:`MATAgent` sees only the env observation (B, N, D) and the action mask. A
 policy trained on predictor features (``mara``: flow matching, ``mara-wls``: WLS) needs those features
-too, so the agent rebuilds them itself: :class:`mara_agents.allocators.observed.ObservedTasks`
+too, so the agent rebuilds them itself: :class:`mara_agents.observed.ObservedTasks`
 reconstructs each task's full reported-loss history from consecutive observations (the predictive
 baselines use the same reconstruction), a :class:`mara_agents.predictors.cache.PredictionCache`
 predicts the tasks whose history changed, and the three per-slot features are formed exactly as

@@ -42,6 +42,7 @@ from core_env import features
 from core_env.sim import Simulator, StepOutcome
 from core_env.vector import DiscreteCoREVectorEnv, EnvBatch
 from core_env.wrappers import canonical_space, ObservationWrapper
+from mara_agents.observed import ObservedTasks
 from mara_agents.predictors.cache import PredictionCache, SlotTasks, update_together
 from mara_agents.predictors.posterior import truncated_index
 from mara_agents.protocols import DemandSummary, Predictor
@@ -216,7 +217,7 @@ def observed_features(values: np.ndarray, cap: float) -> np.ndarray:
 
 class ObservedFeatures:
     """The per-slot predictor features rebuilt from an agent's own observations, for an agent that sees only
-    what the env shows (no simulator): :class:`mara_agents.allocators.observed.ObservedTasks` reconstructs
+    what the env shows (no simulator): :class:`mara_agents.observed.ObservedTasks` reconstructs
     each task's full reported-loss history from consecutive observations, a :class:`PredictionCache`
     predicts the tasks whose history changed, and the features are formed as :class:`SlotPredictions`
     forms them in training (losses pass through the float32 observation, so they agree to float32
@@ -232,8 +233,6 @@ class ObservedFeatures:
         self.seconds = 0.0
 
     def reset(self, batch_size: int, n_slots: int) -> None:
-        from mara_agents.allocators.observed import ObservedTasks
-
         self._observed, self._cache = ObservedTasks(), PredictionCache(self.predictor)
         self._observed.reset(batch_size, n_slots)
 

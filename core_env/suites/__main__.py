@@ -7,7 +7,7 @@ curves) and their sha256 manifest; the files come out byte-identical from the sa
 ``python -m core_env.suites generate --task-set BANK.npz --loads train x2 --out DIR`` writes suites of
 any task set (a bank file made by ``python -m core_env.curves import``, or a built-in name) to your own
 directory, by the same recipe and seeding scheme as the committed ones
-(:func:`core_env.workload.write_suite`): ``DIR/{name}__{load}.npz`` plus ``DIR/manifest.json`` with
+(:func:`write_suite`): ``DIR/{name}__{load}.npz`` plus ``DIR/manifest.json`` with
 their sha256. Replay them with ``env.reset(options={"suite": "eval", "suite_dir": DIR, "root": r,
 "episode": e})``. Options: ``--roots`` (10), ``--episodes`` (4), ``--seed`` (the committed suites'
 seed), ``--n-nodes`` (4), ``--arrival-steps`` (500) and ``--recipe`` (a JSON object of
@@ -25,20 +25,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from core_env.config import LOADS
-from core_env.workload import SUITE_EPISODES, SUITE_NODES, SUITE_ROOTS, SUITE_SEED, _read_suite, write_suite, write_suites
+from core_env.config import LOADS, parse_load
+from core_env.suites import SUITE_EPISODES, SUITE_MANIFEST, SUITE_NODES, SUITE_ROOTS, SUITE_SEED, _read_manifest, _read_suite, write_suite, write_suites
 
 
 def _load(text: str) -> str | float:
-    if text in LOADS:
-        return text
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a load: one of {sorted(LOADS)} or an intensity per node in (0, 1]") from None
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"load {text} must be an intensity per node in (0, 1]")
-    return value
+        return parse_load(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _recipe(text: str) -> dict:
@@ -86,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             path = write_suite(args.task_set, load, args.out, roots=args.roots, episodes=args.episodes, seed=args.seed, recipe=args.recipe,
                                arrival_steps=args.arrival_steps, n_nodes=args.n_nodes)
             arrays, meta = _read_suite(path)
-            digest = json.loads((path.parent / "manifest.json").read_text())[path.name]
+            digest = _read_manifest(path.parent / SUITE_MANIFEST.name)[path.name]
             print(f"{digest}  {path}  ({meta['task_set']}/{meta['load']}: {meta['roots']} roots x {meta['episodes']} episodes, "
                   f"{int(arrays['episode_offsets'][-1])} tasks, N = {meta['n_nodes']}, seed {meta['seed']})")
     except (ValueError, TypeError, OSError) as exc:
