@@ -21,8 +21,8 @@ slot table (3 + K·F floats).
 Speed: the features are computed from the simulator's arrays by plain loops compiled with numba
 (:func:`shared_row` for the global features and slot table of one environment, :func:`node_row` for a
 node's own features), for any H: the last H losses are read straight from the loss histories. The
-simulator imports none of this; views call :func:`observations`, :func:`shared` or :func:`state` after
-each step.
+simulator's compiled step (:mod:`core_env.sim`) fills the observation rows with them after each step;
+views also call :func:`observations`, :func:`shared` or :func:`state` directly.
 """
 
 from __future__ import annotations

@@ -64,15 +64,23 @@ class CtrlCTask(ToyRegressionTask):
 
 
 class HangTask(ToyRegressionTask):
-    """A task that blocks inside train from its 2nd batch on (until RELEASE, at most a minute)."""
+    """A task that blocks inside train from its batch ``FREE`` on (until RELEASE, at most a minute)."""
+
+    FREE = 1
 
     def __init__(self, run_index: int) -> None:
         super().__init__(run_index, STEPS)
 
     def train(self, batches: int) -> np.ndarray:
-        if self.step + batches > 1:
+        if self.step + batches > self.FREE:
             RELEASE.wait(60.0)
         return super().train(batches)
+
+
+class HangAtOnceTask(HangTask):
+    """Blocks from its first batch: under a wall-clock slice a busy machine may give a step a single batch."""
+
+    FREE = 0
 
 
 class ExtraLossesTask(ToyRegressionTask):
@@ -247,10 +255,10 @@ def test_a_task_that_blocks_in_train_on_a_process_node_fails_the_step_naming_nod
     nodes = make_nodes(2, "process")
     try:
         sim = _sim(bank)
-        source = LiveSource(_specs("HangTask", (1,)), steps=STEPS, nodes=nodes, slice_s=0.1, step_timeout_s=1.5)
+        source = LiveSource(_specs("HangAtOnceTask", (1,)), steps=STEPS, nodes=nodes, slice_s=0.1, step_timeout_s=1.5)
         began = time.perf_counter()
         with pytest.raises(NodeFailure, match=r"node 1: no answer within the step's time limit \(step_timeout_s = 1.5 s\) while serving "
-                                              r"task 1 of env 0 \(run 'test_live_faults:HangTask' #1\)"):
+                                              r"task 1 of env 0 \(run 'test_live_faults:HangAtOnceTask' #1\)"):
             sim.step(BOTH, source=source)
         assert time.perf_counter() - began < 30 and int(sim.t[0]) == 0 and source.records == []
         assert nodes.failed is not None
