@@ -36,13 +36,10 @@ than CPUs would only shorten every search).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import math
 import os
-import signal
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -201,7 +198,7 @@ def write_stored(files: dict[Path, bytes]) -> dict[str, str]:
     beside them (other entries kept); Ctrl-C is held back until all are written (in the main thread), so
     the manifest always matches the files. Returns the sha256 written per file name."""
     digests = {path.name: hashlib.sha256(data).hexdigest() for path, data in files.items()}
-    with _interrupts_held():
+    with npz.interrupts_held():
         for path, data in files.items():
             npz.write_atomic(path, data)
         for manifest_path in {slot_manifest_path(path) for path in files}:
@@ -213,22 +210,6 @@ def write_stored(files: dict[Path, bytes]) -> dict[str, str]:
 
 def _json_bytes(value: dict) -> bytes:
     return (json.dumps(value, indent=1, sort_keys=True) + "\n").encode()
-
-
-@contextlib.contextmanager
-def _interrupts_held():
-    """Ctrl-C (SIGINT) waits until the block has run, then raises KeyboardInterrupt (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
-    if caught:
-        raise KeyboardInterrupt
 
 
 #: A K-slot episode counts as proven when its gap to the proven bound is at most this (issue 28's target share).

@@ -8,11 +8,14 @@ interruption never leaves a half-written file.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
+import signal
 import threading
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -92,3 +95,21 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> str:
     data = npz_bytes(arrays)
     write_atomic(Path(path), data)
     return hashlib.sha256(data).hexdigest()
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Ctrl-C (SIGINT) held back until the block is over, so a message goes through a pipe whole or a file and its
+    manifest are both written: in the main
+    thread, SIGINT's handler is swapped for one that notes the press, and the press is raised again after."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:  # no Python handler to swap
+        yield
+        return
+    pressed: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, frame: pressed.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pressed:
+            signal.raise_signal(signal.SIGINT)

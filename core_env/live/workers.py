@@ -37,7 +37,6 @@ Pool sizes are bounded (:func:`max_nodes`): :data:`MAX_NODES` workers, and at mo
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import multiprocessing
 import os
@@ -46,12 +45,12 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from core_env.extras import needs
+from core_env.npz import interrupts_held
 from core_env.live.tasks import LiveTask, TaskSpec, build_task, checked_losses
 
 #: The most workers a pool may have (any backend).
@@ -156,23 +155,6 @@ def _serve_forever(connection, node: int, threads: int) -> None:
             return
         number, method, args = message
         connection.send((number, *_call(worker, method, args)))
-
-
-@contextlib.contextmanager
-def _ctrl_c_deferred() -> Iterator[None]:
-    """Ctrl-C (SIGINT) held back until the block is over, so a message goes through a pipe whole: in the main
-    thread, SIGINT's handler is swapped for one that notes the press, and the press is raised again after."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:  # no Python handler to swap
-        yield
-        return
-    pressed: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda number, frame: pressed.append(number))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if pressed:
-            signal.raise_signal(signal.SIGINT)
 
 
 def _failure(node: int, method: str, detail: str) -> NodeFailure:
@@ -307,7 +289,7 @@ class ProcessNodes(_Pool):
         self._check_open(node)
         number = self._sent[node] + 1
         message = pickle.dumps((number, method, args), protocol=pickle.HIGHEST_PROTOCOL)
-        with _ctrl_c_deferred():  # a Ctrl-C meanwhile is raised once the message went whole
+        with interrupts_held():  # a Ctrl-C meanwhile is raised once the message went whole
             try:
                 self.connections[node].send_bytes(message)
             except (BrokenPipeError, OSError) as error:
@@ -341,7 +323,7 @@ class ProcessNodes(_Pool):
                 raise self._died(node, method, None)
             if deadline is not None and time.perf_counter() > deadline:
                 raise _overran(node, method, timeout)
-        with _ctrl_c_deferred():  # a Ctrl-C meanwhile is raised once the answer is read whole (and then discarded)
+        with interrupts_held():  # a Ctrl-C meanwhile is raised once the answer is read whole (and then discarded)
             try:
                 answer = connection.recv()
             except (EOFError, OSError) as error:
