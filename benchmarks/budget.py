@@ -27,7 +27,8 @@ from benchmarks import add_out, figure_png, markdown_table, write_atomic, write_
 from benchmarks.stats import paired_difference
 from core_env.config import EnvConfig
 from core_env.extras import needs
-from core_env.workload import SUITE_EPISODES, SUITE_ROOTS, load_suite
+from core_env.generators import suite_workloads
+from core_env.suites import SUITE_EPISODES, SUITE_ROOTS
 
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "mara_agents" / "checkpoints" / "budget"
 NAME = re.compile(r"^(dense|sparse)-(\d+)$")
@@ -53,7 +54,7 @@ def per_root(agent, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, ta
     config = EnvConfig(task_set=task_set, load=load)
     out = []
     for root in range(roots):
-        workloads = [load_suite(task_set, load, root, e) for e in range(episodes)]
+        workloads = suite_workloads(task_set, load, [(root, e) for e in range(episodes)], config.n_nodes)
         out.append(100.0 * float(np.mean(run_agent(agent, workloads, config)["completion_rate"])))
     return np.array(out)
 

@@ -201,6 +201,17 @@ def _output_folder(out: Path, default: Path) -> Path:
     return out.with_suffix("")
 
 
+def _check_rows(rows: Sequence[str]) -> None:
+    """ValueError "rows: ..." (the agent factory's reason) for the first of ``rows`` that cannot be built."""
+    from benchmarks.agents import make_agent
+
+    for row in rows:
+        try:
+            make_agent(row)
+        except (ValueError, FileNotFoundError) as error:
+            raise ValueError(f"rows: {error}") from error
+
+
 def without_timings(result: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in result.items() if key not in TIMINGS}
 
@@ -230,7 +241,6 @@ def run(out: Path = DEFAULT_OUT, nodes: int = 3, **options: Any) -> dict[str, An
 def _plan(out: Path, rows: Sequence[str] = ROWS, roots: int | None = None, episodes: int | None = None,
           scenarios: Sequence[str] | None = None, kill_after: float = 0.5, local_workers: int = 2) -> dict[str, Any]:
     """The checked arguments of :func:`run_on`: the suite spec, its rows and cells, and where the outputs go."""
-    from benchmarks.agents import make_agent
     from benchmarks.paper import SuiteSpec, rows_to_run, specs
 
     if not 0.0 <= kill_after < 1.0:
@@ -242,11 +252,7 @@ def _plan(out: Path, rows: Sequence[str] = ROWS, roots: int | None = None, episo
     unknown = sorted(set(scenarios or ()) - {s.name for s in paper.scenarios})
     if unknown:
         raise ValueError(f"scenarios: unknown {unknown}; the paper suite has {[s.name for s in paper.scenarios]}")
-    for row in rows:
-        try:
-            make_agent(row)
-        except (ValueError, FileNotFoundError) as error:
-            raise ValueError(f"rows: {error}") from error
+    _check_rows(rows)
     spec = SuiteSpec("paper", paper.rows, tuple(s for s in paper.scenarios if not scenarios or s.name in scenarios),
                      paper.roots if roots is None else roots, episodes, paper.seeds)
     runnable, missing = rows_to_run(spec, rows)
@@ -360,7 +366,6 @@ def _plan_live(out: Path, n_nodes: int, episodes: int = LIVE_EPISODES, kill_afte
                rows: Sequence[str] | None = None, families: Sequence[str] | None = None, slice_s: float | None = None) -> dict[str, Any]:
     """The checked arguments of :func:`run_live`: where the fidelity outputs go, the rows and the episodes before the kill."""
     from benchmarks import fidelity
-    from benchmarks.agents import make_agent
     from core_env.live import LIVE_FAMILIES
 
     folder = _output_folder(out, LIVE_OUT)
@@ -372,11 +377,7 @@ def _plan_live(out: Path, n_nodes: int, episodes: int = LIVE_EPISODES, kill_afte
     rows = tuple(fidelity.ROWS if rows is None else rows)
     if not rows or len(set(rows)) != len(rows):
         raise ValueError(f"rows must be distinct rows, at least one, got {list(rows)}")
-    for row in rows:
-        try:
-            make_agent(row)
-        except (ValueError, FileNotFoundError) as error:
-            raise ValueError(f"rows: {error}") from error
+    _check_rows(rows)
     unknown = [f for f in families or () if f not in LIVE_FAMILIES]
     if families is not None and (not families or unknown):
         raise ValueError(f"families: unknown live task family(ies) {unknown}; choose from {', '.join(LIVE_FAMILIES)}")

@@ -62,8 +62,9 @@ def commit() -> str:
 
 def provenance(spec: SuiteSpec, rows: Sequence[str]) -> dict[str, Any]:
     """What makes two users' numbers comparable: env version, suite files' sha256, each row's identity, the
-    task recipe of each scenario, for scenarios on a bank file the file's name, path and sha256, and for
-    scenarios replaying a trace its path, sha256, layout, step_seconds and the episodes' ``max_cycles``."""
+    task recipe of each scenario (None for a fixed scenario, which builds its own tasks), for scenarios on a
+    bank file the file's name, path and sha256, and for scenarios replaying a trace its path, sha256, layout,
+    step_seconds and the episodes' ``max_cycles``."""
     from benchmarks.cells import Cell
     from core_env.config import LOADS
     from core_env.generators import committed_suite_fits, is_fixed_scenario
@@ -163,6 +164,14 @@ def pfn_targets_table(payload: dict[str, Any], key: str = "pfn_targets") -> str:
                             f"{t['p_value']:.4f}", target(t), "met" if t["met"] else "MISSED") for t in payload[key]])
 
 
+def fixed_scenarios(payload: dict[str, Any]) -> list[str]:
+    """The payload's scenarios that play one fixed workload once (:func:`core_env.generators.is_fixed_scenario`):
+    those :func:`provenance` records without a task recipe (every other scenario, a committed suite, a draw or
+    a trace, has one)."""
+    recipes = payload.get("recipe", {})
+    return [name for name in payload["scenarios"] if name in recipes and recipes[name] is None]
+
+
 def tables(payload: dict[str, Any]) -> str:
     """The suite's Markdown tables: completion (with the slot-relaxed MILP upper bound, the independent-feasibility
     bound and the share of the EDF → upper-bound gap closed), diagnostics (diagnostics suite), differences."""
@@ -180,7 +189,9 @@ def tables(payload: dict[str, Any]) -> str:
         rows = [(row_label(row), *(f"{shares[row][c]:+.0f}" if c in shares.get(row, {}) else "—" for c in columns)) for row in payload["table"]]
         return markdown_table(("agent", *columns), rows)
 
-    over = "the stress scenario's one fixed workload" if payload["scenarios"] == ["stress"] else f"{payload['roots']} evaluation roots"
+    fixed = fixed_scenarios(payload)
+    one = len(fixed) == 1 and fixed == payload["scenarios"]
+    over = f"the {fixed[0]} scenario's one fixed workload" if one else f"{payload['roots']} evaluation roots"
     text = [f"Completion % (mean ± sd over {over}; a learned row's training seeds are averaged within each root, "
             f"their spread in brackets); `{payload['command']}`, commit {payload['commit']}, {payload.get('env_version', '?')}", "", completion(columns)]
     if len(heavy) > 1:

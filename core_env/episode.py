@@ -15,6 +15,7 @@ import numpy as np
 from core_env.batch import EPISODE_KEYS, NODE_KEYS, TEAM_KEYS, EnvBatch
 from core_env.config import EnvConfig
 from core_env.generators import reset_options
+from core_env.render import render
 from core_env.sim import StepOutcome, statistics_dict
 from core_env.task_source import TaskSource, check_source
 from core_env.workload import Workload
@@ -172,4 +173,26 @@ class Episode:
             raise ValueError(f"slot must be an int in [0, {self.config.n_slots}), got {slot!r}")
 
 
-__all__ = ["EPISODE_KEYS", "Episode", "NODE_KEYS", "TEAM_KEYS", "TraceRecorder"]
+class EpisodeView:
+    """What both single views (:class:`core_env.gym_env.DiscreteCoREEnv`,
+    :class:`core_env.parallel.DiscreteCoREParallelEnv`) answer straight from their :class:`Episode`
+    (``self.episode``): the global state, a render in their ``render_mode``, and a close that has nothing to free."""
+
+    episode: Episode
+    render_mode: str | None
+
+    def state(self) -> np.ndarray:
+        """The global state (RuntimeError before the first reset)."""
+        return self.episode.state()
+
+    def render(self):
+        """The episode drawn in ``render_mode`` (:func:`core_env.render.render`); None without one."""
+        if self.render_mode is None:
+            return None
+        return render(self.episode, self.render_mode)
+
+    def close(self) -> None:
+        pass
+
+
+__all__ = ["EPISODE_KEYS", "Episode", "EpisodeView", "NODE_KEYS", "TEAM_KEYS", "TraceRecorder"]

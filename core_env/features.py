@@ -241,7 +241,7 @@ def compact(sim: Simulator, history: int) -> dict[str, np.ndarray]:
     """The compact observation of every env: ``nodes`` (B, N, 3), ``global`` (B, 3), ``slots`` (B, K, F),
     ``action_mask`` (B, N, K + 1); fresh arrays (``global`` and ``slots`` are views of one)."""
     nodes, shared_part, mask = empty_compact(sim.B, sim.N, sim.K, history)
-    compact_of(sim._state, int(history), nodes, shared_part, mask)
+    compact_of(sim.engine_state, int(history), nodes, shared_part, mask)
     return compact_dict(nodes, shared_part, mask, sim.K)
 
 
@@ -260,7 +260,7 @@ def shared(sim: Simulator, history: int, dtype=np.float32) -> np.ndarray:
     """(B, 3 + K·F) the global features and slot table of every environment (what every node's
     observation shares after its node features), clipped to ±OBS_BOUND."""
     out = np.empty((sim.B, shared_dim(sim.K, history)), dtype)
-    shared_of(sim._state, int(history), out)
+    shared_of(sim.engine_state, int(history), out)
     return out
 
 
@@ -285,7 +285,7 @@ def observations(sim: Simulator, history: int) -> tuple[np.ndarray, np.ndarray]:
     """(B, N, D) float32 observations and (B, N, K+1) int8 action masks (fresh arrays)."""
     obs = np.empty((sim.B, sim.N, obs_dim(sim.K, history)), np.float32)
     mask = np.empty((sim.B, sim.N, sim.K + 1), np.int8)
-    observations_of(sim._state, int(history), obs, mask)
+    observations_of(sim.engine_state, int(history), obs, mask)
     return obs, mask
 
 

@@ -18,13 +18,12 @@ from gymnasium import spaces
 from core_env import features
 from core_env.batch import OBSERVATIONS, check_seed
 from core_env.config import make_config
-from core_env.episode import Episode
-from core_env.render import render
+from core_env.episode import Episode, EpisodeView
 from core_env.sim import InvalidActionError
 from core_env.vector import single_observation_space
 
 
-class DiscreteCoREEnv(gym.Env):
+class DiscreteCoREEnv(EpisodeView, gym.Env):
     """Discrete-node CoRE-Learning, centralized (keyword arguments: see :class:`EnvConfig`, and
     ``task_source``: what served tasks report, default the curve bank; :mod:`core_env.task_source`).
 
@@ -88,13 +87,3 @@ class DiscreteCoREEnv(gym.Env):
         self.episode.require_started("action_masks()")
         return features.action_masks(self.episode.sim)[0].reshape(-1).astype(bool)
 
-    def state(self) -> np.ndarray:
-        return self.episode.state()
-
-    def render(self):
-        if self.render_mode is None:
-            return None
-        return render(self.episode, self.render_mode)
-
-    def close(self) -> None:
-        pass

@@ -15,8 +15,7 @@ from pettingzoo import ParallelEnv
 
 from core_env import features
 from core_env.config import make_config
-from core_env.episode import EPISODE_KEYS, Episode
-from core_env.render import render
+from core_env.episode import EPISODE_KEYS, Episode, EpisodeView
 from core_env.sim import InvalidActionError
 
 
@@ -46,7 +45,7 @@ def scalar_action(value: Any, agent: str, n_slots: int) -> int:
     return int(value)
 
 
-class DiscreteCoREParallelEnv(ParallelEnv):
+class DiscreteCoREParallelEnv(EpisodeView, ParallelEnv):
     """Discrete-node CoRE-Learning as a PettingZoo ParallelEnv (keyword arguments: see :class:`EnvConfig`,
     and ``task_source``: what served tasks report, default the curve bank; :mod:`core_env.task_source`)."""
 
@@ -148,19 +147,6 @@ class DiscreteCoREParallelEnv(ParallelEnv):
             infos[agent] = info = stats.copy()
             info["conflict"], info["invalid_action"] = c, i
         return infos
-
-    def state(self) -> np.ndarray:
-        if not self.episode.started:
-            raise RuntimeError("call reset() before state()")
-        return self.episode.state()
-
-    def render(self):
-        if self.render_mode is None:
-            return None
-        return render(self.episode, self.render_mode)
-
-    def close(self) -> None:
-        pass
 
     # Read-only accessors for observation wrappers and predictors (full histories, task identity).
     def reported_history(self, slot: int) -> np.ndarray:

@@ -265,6 +265,13 @@ class Simulator:
         self.episodes_started = np.zeros(self.B, np.int64)
 
     @property
+    def engine_state(self) -> dynamics.State:
+        """The state's arrays as the one :class:`core_env.dynamics.State` the compiled engine takes, for
+        compiled readers of the whole state (:mod:`core_env.features`); read-only: they must not write to
+        it (only this module's steps and resets do). Made again when the arrays grow."""
+        return self._state
+
+    @property
     def speeds(self) -> np.ndarray:
         """(N,) node speeds."""
         return self.arrays.speeds if "arrays" in self.__dict__ else np.asarray(self.config.speeds, np.float64)

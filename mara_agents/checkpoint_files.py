@@ -209,6 +209,36 @@ def check_config(owner: str, config: Any, sizes: Mapping[str, int]) -> tuple[int
     return tuple(widths)
 
 
+class PredictorConfig:
+    """Base of a predictor's frozen config dataclass (:class:`mara_agents.predictors.flow_matching.FlowConfig`,
+    :class:`mara_agents.predictors.pfn.PFNConfig`): its ``SIZES`` (field -> upper bound), ``resolution`` and
+    ``bin_widths`` range-checked on construction (:func:`check_config`), and its JSON form in the checkpoint
+    manifest (:meth:`to_dict`, :meth:`from_dict`)."""
+
+    #: The config's name in :meth:`from_dict`'s messages ("flow-matching", "PFN").
+    WHAT = "predictor"
+    #: Field -> upper bound of the config's sizes (an int in [1, bound]).
+    SIZES: Mapping[str, int] = {}
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bin_widths", check_config(type(self).__name__, self, self.SIZES))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "bin_widths": list(self.bin_widths)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Any:
+        """Rebuild a config, raising ValueError on missing or unknown keys and bad values."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{cls.WHAT} config must be a JSON object, got {type(data).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        if set(data) != names:
+            raise ValueError(f"{cls.WHAT} config keys {sorted(data)} do not match the expected {sorted(names)}")
+        if not isinstance(data["bin_widths"], list):
+            raise ValueError(f"{cls.WHAT} config bin_widths must be a list, got {data['bin_widths']!r}")
+        return cls(**{**data, "bin_widths": tuple(data["bin_widths"])})
+
+
 def manifest_digests(manifest: Mapping[str, Any], fields: Sequence[str]) -> dict[str, str]:
     """The sha256 of each of ``fields`` of ``manifest`` (of the canonical JSON of its name and value), written as
     the manifest's ``digests`` (:func:`save_state_dict`) and verified on load (:func:`verify_digests`). A field

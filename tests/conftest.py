@@ -129,3 +129,17 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def small_fidelity(monkeypatch):
+    """:mod:`benchmarks.fidelity` shrunk for an end-to-end run (skipped without torch or scikit-learn): two MLP
+    families of two 240-step runs each, profiled for 0.1 s."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    from benchmarks import fidelity
+
+    monkeypatch.setattr(fidelity, "FAMILIES", ("mlp_wine", "mlp_breast_cancer"))
+    monkeypatch.setattr(fidelity, "RUNS_PER_FAMILY", 2)
+    monkeypatch.setattr(fidelity, "RUN_STEPS", 240)
+    monkeypatch.setattr(fidelity, "PROFILE_SECONDS", 0.1)
+    return fidelity

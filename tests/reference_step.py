@@ -2,9 +2,13 @@
 tests only: no numba, no arenas, one environment, the state as named fields. tests/test_reference_step.py
 checks the compiled engine against it on whole random episodes.
 
-The loss a served task reports is the mean of its curve over the batches it trained this step (the curve
-is piecewise constant per batch, continued on its plateau), computed from the bank's prefix integrals in
-the same order as the engine, so that both agree to the last bit.
+The loss a served task reports is the mean of its curve over the batches it trained this step: the curve
+is piecewise constant per batch and, past its last batch, stays on its plateau (the mean of its last
+max(10, L // 20) batches, at most all L). Both are computed here from the bank's raw per-batch losses
+(``bank.curve(i)``), never from its precomputed prefix integrals, slopes or plateaus, and past the end of
+a curve with this file's own plateau rule (no special case for far positions: Python's ints do not
+overflow). The arithmetic is the engine's (a running sum of the losses, the interval mean as a difference
+of integrals over its width, numpy's mean for the plateau), so that both agree to the last bit.
 """
 
 from __future__ import annotations
@@ -15,7 +19,30 @@ import math
 import numpy as np
 
 LOSS_FLOOR = 1e-6
-FAR_POSITION = 2.0**62
+
+
+class Curve:
+    """One hidden curve, from its raw per-batch losses: the loss at a batch position and the integral."""
+
+    def __init__(self, losses) -> None:
+        self.losses = [float(v) for v in losses]
+        self.length = len(self.losses)
+        window = min(self.length, max(10, self.length // 20))  # the plateau: mean of the last window
+        self.plateau = float(np.mean(np.array(self.losses[self.length - window:])))
+        self.prefix = [0.0]  # prefix[j]: the summed losses of batches 0 .. j-1, added one by one
+        for v in self.losses:
+            self.prefix.append(self.prefix[-1] + v)
+
+    def loss_at(self, x: float) -> float:
+        """The loss of the batch at position x >= 0 (the plateau from the end on)."""
+        return self.losses[math.floor(x)] if x < self.length else self.plateau
+
+    def integral(self, x: float) -> float:
+        """The loss integrated over batches [0, x): whole batches, then the fraction of the next (or the plateau)."""
+        if x < self.length:
+            whole = math.floor(x)
+            return self.prefix[whole] + (x - whole) * self.losses[whole]
+        return self.prefix[self.length] + (x - self.length) * self.plateau
 
 
 @dataclasses.dataclass
@@ -27,8 +54,7 @@ class Slot:
     deadline: int
     target: float
     batches: float
-    cum_start: int
-    length: int
+    curve: Curve
     progress: float = 0.0
     integral: float = 0.0
     steps: int = 0
@@ -66,24 +92,24 @@ class ReferenceEpisode:
         self.t, self.next_task = 0, 0
         self.terminated = self.truncated = False
         self.potential = 0.0
+        self.curves: dict[int, Curve] = {}  # built from the bank's raw losses when a task first needs one
         self._admit()
         self._update_done()
 
     # the curve ---------------------------------------------------------------------------------
-    def _integral(self, s: Slot, x: float) -> float:
-        cum, slope = self.bank.cum, self.bank.slope
-        if x >= FAR_POSITION:
-            end = min(x, float(s.length))
-            whole = min(int(end), s.length)
-            return cum[s.cum_start + whole] + (end - whole) * slope[s.cum_start + whole] + (x - end) * slope[s.cum_start + s.length]
-        whole = min(int(x), s.length)
-        return cum[s.cum_start + whole] + (x - whole) * slope[s.cum_start + whole]
+    def _curve(self, i: int) -> Curve:
+        if i not in self.curves:
+            self.curves[i] = Curve(self.bank.curve(i))
+        return self.curves[i]
 
-    def _mean_loss(self, s: Slot, x0: float, x1: float) -> tuple[float, float]:
-        value = self._integral(s, x1)
+    @staticmethod
+    def _mean_loss(s: Slot, x0: float, x1: float) -> tuple[float, float]:
+        """(the integral up to x1, the mean loss over [x0, x1)); a step too small to move the position in
+        float64 reports the loss at x0 (the limit of the mean)."""
+        value = s.curve.integral(x1)
         width = x1 - x0
         if width == 0.0:
-            return value, self.bank.slope[s.cum_start + int(min(x0, float(s.length)))]
+            return value, s.curve.loss_at(x0)
         return value, (value - s.integral) / width
 
     # the rules ---------------------------------------------------------------------------------
@@ -187,10 +213,8 @@ class ReferenceEpisode:
             if None not in self.slots:
                 rejected += 1
                 continue
-            curve = int(w.curve[i])
             self.slots[self.slots.index(None)] = Slot(task=i, arrival=int(w.arrival[i]), deadline=int(w.deadline[i]), target=float(w.target[i]),
-                                                      batches=float(w.batches_per_step[i]), cum_start=int(self.bank.cum_start[curve]),
-                                                      length=int(self.bank.lengths[curve]))
+                                                      batches=float(w.batches_per_step[i]), curve=self._curve(int(w.curve[i])))
         self.stats.rejected += rejected
         return rejected
 

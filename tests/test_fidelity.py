@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 
+from conftest import small_fidelity
 from core_env.config import EnvConfig
 from core_env.live.calibration import calibrate, calibrated, switched
 
@@ -74,14 +75,7 @@ def test_calibration_keeps_episodes_apart_and_never_guesses_a_rate():
 
 
 def test_the_fidelity_benchmark_runs_end_to_end_and_resumes(tmp_path, monkeypatch):
-    pytest.importorskip("torch")
-    pytest.importorskip("sklearn")
-    from benchmarks import fidelity
-
-    monkeypatch.setattr(fidelity, "FAMILIES", ("mlp_wine", "mlp_breast_cancer"))
-    monkeypatch.setattr(fidelity, "RUNS_PER_FAMILY", 2)
-    monkeypatch.setattr(fidelity, "RUN_STEPS", 240)
-    monkeypatch.setattr(fidelity, "PROFILE_SECONDS", 0.1)
+    fidelity = small_fidelity(monkeypatch)
     result = fidelity.run(["edf", "fifo"], episodes=2, out=tmp_path)
     saved = json.loads((tmp_path / "fidelity" / "fidelity.json").read_text())
     assert saved["rows"] == result["rows"] and [r["row"] for r in saved["rows"]] == ["edf", "fifo"]

@@ -24,6 +24,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
 
 from benchmarks import ray_cluster  # noqa: E402
+from conftest import small_fidelity  # noqa: E402
 from benchmarks.cells import Cell, CellStore, NodeLostWarning, run_cells  # noqa: E402
 
 pytestmark = pytest.mark.faults
@@ -121,14 +122,7 @@ def test_the_ray_backend_refuses_an_address_other_than_the_running_clusters(clus
 
 
 def test_a_live_fidelity_run_whose_node_is_killed_raises_node_failure_and_resumes_playing_every_episode_once(cluster, tmp_path, monkeypatch):
-    pytest.importorskip("torch")
-    pytest.importorskip("sklearn")
-    from benchmarks import fidelity
-
-    monkeypatch.setattr(fidelity, "FAMILIES", ("mlp_wine", "mlp_breast_cancer"))
-    monkeypatch.setattr(fidelity, "RUNS_PER_FAMILY", 2)
-    monkeypatch.setattr(fidelity, "RUN_STEPS", 240)
-    monkeypatch.setattr(fidelity, "PROFILE_SECONDS", 0.1)
+    fidelity = small_fidelity(monkeypatch)
     monkeypatch.setattr(fidelity, "SPREAD_DRAWS", 1)  # the replays are not what this test is about
     banks, record = {}, fidelity.record_bank
 

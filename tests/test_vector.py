@@ -287,7 +287,7 @@ def test_the_compiled_rules_read_each_array_by_its_own_name():
     envs = DiscreteCoREVectorEnv(2, "disabled")
     envs.reset(seed=0)
     sim = envs.batch.sim
-    arrays = njit(lambda s: dynamics.arrays_of(s))(sim._state)
+    arrays = njit(lambda s: dynamics.arrays_of(s))(sim.engine_state)
     for field in Arrays._fields:
         owner = getattr(sim.arrays, field)
         assert getattr(arrays, field).shape == owner.shape and np.shares_memory(getattr(arrays, field), owner), field

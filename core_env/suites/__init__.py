@@ -63,7 +63,7 @@ def _task_set_banks(task_set: str | os.PathLike) -> tuple[str, CurveBank, CurveB
         return task_set, bank_for(task_set, "eval"), bank_for(task_set, "train"), {}
     if isinstance(task_set, CurveBank):
         raise TypeError("a suite needs a task set with train and eval splits: a built-in name or a bank file's path, not a CurveBank")
-    if isinstance(task_set, str) and not is_bank_path(task_set):  # "stress"
+    if isinstance(task_set, str) and not is_bank_path(task_set):  # a fixed scenario (the stress scenario)
         raise ValueError(f"no evaluation suite for task set {task_set!r}: suites are drawn for {list(CORPUS_TASK_SETS)} or a bank file")
     verified = bank_file(task_set)
     extra = {"bank_file": {"name": verified.name, "sha256": verified.sha256, "path": verified.path}}

@@ -5,8 +5,9 @@ Nothing here imports an optional library; torch is imported lazily by the helper
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -24,6 +25,23 @@ MASKED_LOGIT = -1e9
 
 #: Final-episode statistics every integration reports (keys of the env infos).
 REPORTED_KEYS = ("completion_rate", "completed", "arrived", "invalid_actions", "conflicts", "t")
+
+
+def cli_env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The env kwargs a training CLI asked for: :data:`SMALL_ENV` with ``--small``, updated by ``--env``'s JSON object."""
+    env_kwargs = dict(SMALL_ENV) if args.small else {}
+    env_kwargs.update(args.env or {})
+    return env_kwargs
+
+
+def train_or_exit(parser: argparse.ArgumentParser, train: Callable[..., dict[str, Any]], env_kwargs: Mapping[str, Any],
+                  **kwargs: Any) -> dict[str, Any]:
+    """A training CLI's ``train(env_kwargs, **kwargs)``: a ValueError (a bad argument or checkpoint) is a CLI error
+    (``parser.error``: exit 2 with one line), not a traceback."""
+    try:
+        return train(env_kwargs, **kwargs)
+    except ValueError as error:
+        parser.error(str(error))
 
 
 def make_gym_env(**env_kwargs: Any) -> gym.Env:

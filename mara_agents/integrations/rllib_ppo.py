@@ -40,7 +40,7 @@ import numpy as np
 
 from core_env.extras import needs
 from core_env.npz import write_atomic
-from mara_agents.integrations.common import SMALL_ENV
+from mara_agents.integrations.common import SMALL_ENV, cli_env_kwargs
 
 ENV_NAME = "core_env_discrete_core_v1"
 #: The central Gymnasium view, for the per-slot policy.
@@ -229,8 +229,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=None, help="run directory: train.json (and policy.pt, snapshot.pt with --policy slot)")
     parser.add_argument("--eval-episodes", type=int, default=8, help="--policy slot with --out: greedy evaluation episodes after training (seeds 10000+)")
     args = parser.parse_args(argv)
-    env_kwargs = dict(SMALL_ENV) if args.small else {}
-    env_kwargs.update(args.env or {})
+    env_kwargs = cli_env_kwargs(args)
     extra = {"n_envs": args.n_envs} if args.policy == "slot" else {}
     report = train(env_kwargs, iterations=args.iterations, address=args.address, num_cpus=args.num_cpus, seed=args.seed, policy=args.policy,
                    out=args.out, threads=args.threads, train_batch_size=args.train_batch_size, minibatch_size=args.minibatch_size,

@@ -41,7 +41,7 @@ import numpy as np
 
 from core_env.extras import needs
 from core_env.npz import write_atomic
-from mara_agents.integrations.common import SMALL_ENV, EpisodeLog, RecordEpisodes, make_gym_env
+from mara_agents.integrations.common import SMALL_ENV, EpisodeLog, RecordEpisodes, cli_env_kwargs, make_gym_env, train_or_exit
 
 FORMAT = "mara_agents.integrations.sb3_maskable/1"
 MISSING = "no SB3 MaskablePPO per-slot checkpoint (train one with python -m mara_agents.integrations.sb3_maskable --policy slot --out DIR)"
@@ -215,14 +215,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--init", type=Path, default=None, help="--policy slot: start from this checkpoint's weights (e.g. DIR/snapshot.pt)")
     args = parser.parse_args(argv)
-    env_kwargs = dict(SMALL_ENV) if args.small else {}
-    env_kwargs.update(args.env or {})
-    try:
-        report = train(env_kwargs, timesteps=args.timesteps, n_steps=args.n_steps, n_envs=args.n_envs, seed=args.seed, out=args.out,
-                       vectorized=not args.dummy, policy=args.policy, batch_size=args.batch_size, n_epochs=args.n_epochs,
-                       threads=args.threads, init=args.init)
-    except ValueError as error:  # a bad argument or checkpoint: a CLI error (exit 2), not a traceback
-        parser.error(str(error))
+    env_kwargs = cli_env_kwargs(args)
+    report = train_or_exit(parser, train, env_kwargs, timesteps=args.timesteps, n_steps=args.n_steps, n_envs=args.n_envs, seed=args.seed,
+                           out=args.out, vectorized=not args.dummy, policy=args.policy, batch_size=args.batch_size,
+                           n_epochs=args.n_epochs, threads=args.threads, init=args.init)
     from mara_agents.integrations.slot_policy import EVAL_SEED, finish_cli
 
     if args.policy == "mlp" and args.eval_episodes:  # SB3's own model (no Agent adapter) plays the episodes

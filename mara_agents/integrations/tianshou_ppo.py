@@ -43,7 +43,7 @@ import numpy as np
 from core_env.extras import needs
 from core_env.npz import write_atomic
 from mara_agents.integrations import slot_policy
-from mara_agents.integrations.common import SMALL_ENV, EpisodeLog, RecordEpisodes, make_gym_env
+from mara_agents.integrations.common import SMALL_ENV, EpisodeLog, RecordEpisodes, cli_env_kwargs, make_gym_env, train_or_exit
 from mara_agents.integrations.nets import SequentialMaskedCategorical, SlotActor, SlotCritic
 from mara_agents.integrations.slot_policy import POLICY_FILE, SNAPSHOT_FILE, SlotPolicyAgent, evaluate
 from mara_agents.predictors.features import PREDICTOR_FEATURE_NAMES
@@ -306,14 +306,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--env", type=json.loads, default=None, help='core_env kwargs as JSON, e.g. \'{"n_nodes": 4, "n_slots": 16}\'')
     parser.add_argument("--eval-episodes", type=int, default=8, help="greedy evaluation episodes after training (seeds 10000+)")
     args = parser.parse_args(argv)
-    env_kwargs = dict(SMALL_ENV) if args.small else {}
-    env_kwargs.update(args.env or {})
-    try:
-        report = train(env_kwargs, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, collect_steps=args.collect_steps,
-                       n_envs=args.n_envs, batch_size=args.batch_size, repeat=args.repeat, lr=args.lr, ent_coef=args.ent_coef,
-                       seed=args.seed, out=args.out, threads=args.threads, predictor=args.predictor, init=args.init)
-    except ValueError as error:  # a bad argument or checkpoint: a CLI error (exit 2), not a traceback
-        parser.error(str(error))
+    env_kwargs = cli_env_kwargs(args)
+    report = train_or_exit(parser, train, env_kwargs, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
+                           collect_steps=args.collect_steps, n_envs=args.n_envs, batch_size=args.batch_size, repeat=args.repeat,
+                           lr=args.lr, ent_coef=args.ent_coef, seed=args.seed, out=args.out, threads=args.threads,
+                           predictor=args.predictor, init=args.init)
     return slot_policy.finish_cli(report, module="mara_agents.integrations.tianshou_ppo", argv=argv, threads=args.threads, out=args.out,
                                   env_kwargs=env_kwargs, eval_episodes=args.eval_episodes, load=load_agent)
 

@@ -46,7 +46,7 @@ import numpy as np
 
 from core_env.extras import needs
 from core_env.npz import write_atomic
-from mara_agents.integrations.common import REPORTED_KEYS, SMALL_ENV, EpisodeLog
+from mara_agents.integrations.common import REPORTED_KEYS, SMALL_ENV, EpisodeLog, cli_env_kwargs, train_or_exit
 
 GROUP = "node"
 FORMAT = "mara_agents.integrations.torchrl_ppo/1"
@@ -309,14 +309,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=None, help="run directory: train.json (and policy.pt, snapshot.pt with --policy slot)")
     parser.add_argument("--eval-episodes", type=int, default=8, help="--policy slot with --out: greedy evaluation episodes after training (seeds 10000+)")
     args = parser.parse_args(argv)
-    env_kwargs = dict(SMALL_ENV) if args.small else {}
-    env_kwargs.update(args.env or {})
-    try:
-        report = train(env_kwargs, iterations=args.iterations, frames_per_batch=args.frames_per_batch, epochs=args.epochs,
-                       minibatch_size=args.minibatch_size, centralised_critic=not args.ippo, seed=args.seed, threads=args.threads,
-                       view=args.view, policy=args.policy, n_envs=args.n_envs, out=args.out, init=args.init)
-    except ValueError as error:  # a bad argument or checkpoint: a CLI error (exit 2), not a traceback
-        parser.error(str(error))
+    env_kwargs = cli_env_kwargs(args)
+    report = train_or_exit(parser, train, env_kwargs, iterations=args.iterations, frames_per_batch=args.frames_per_batch,
+                           epochs=args.epochs, minibatch_size=args.minibatch_size, centralised_critic=not args.ippo, seed=args.seed,
+                           threads=args.threads, view=args.view, policy=args.policy, n_envs=args.n_envs, out=args.out, init=args.init)
     from mara_agents.integrations.slot_policy import finish_cli
 
     return finish_cli(report, module="mara_agents.integrations.torchrl_ppo", argv=argv, threads=args.threads, out=args.out,

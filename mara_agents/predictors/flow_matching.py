@@ -68,7 +68,7 @@ import numpy as np
 
 from core_env.curves import LOSS_FLOOR
 from core_env.extras import needs
-from mara_agents.checkpoint_files import MAX_WIDTH, SHIPPED_DIR, CheckpointKind, check_config
+from mara_agents.checkpoint_files import MAX_WIDTH, SHIPPED_DIR, CheckpointKind, PredictorConfig
 from mara_agents.functional import gru_state, linear
 from mara_agents.protocols import QUANTILE_LEVELS, DemandSummary, Predictor
 
@@ -110,8 +110,11 @@ MAX_ODE_STEPS = 1024
 
 
 @dataclasses.dataclass(frozen=True)
-class FlowConfig:
+class FlowConfig(PredictorConfig):
     """Architecture of a :class:`FlowModel` (stored in the checkpoint manifest)."""
+
+    WHAT = "flow-matching"
+    SIZES = {"history_steps": TAIL, "gru_hidden": MAX_WIDTH, "context": MAX_WIDTH, "velocity_hidden": MAX_WIDTH}
 
     history_steps: int = 16
     gru_hidden: int = 32
@@ -121,27 +124,6 @@ class FlowConfig:
     #: about ``resolution``, logarithmic (compressed) far beyond it.
     resolution: float = 0.05
     bin_widths: tuple[int, ...] = BIN_WIDTHS
-
-    def __post_init__(self) -> None:
-        sizes = {"history_steps": TAIL, "gru_hidden": MAX_WIDTH, "context": MAX_WIDTH, "velocity_hidden": MAX_WIDTH}
-        object.__setattr__(self, "bin_widths", check_config("FlowConfig", self, sizes))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "bin_widths": list(self.bin_widths)}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> FlowConfig:
-        """Rebuild a config, raising ValueError on missing or unknown keys and bad values."""
-        if not isinstance(data, dict):
-            raise ValueError(f"flow-matching config must be a JSON object, got {type(data).__name__}")
-        names = {f.name for f in dataclasses.fields(cls)}
-        if set(data) != names:
-            raise ValueError(f"flow-matching config keys {sorted(data)} do not match the expected {sorted(names)}")
-        values = dict(data)
-        if not isinstance(values["bin_widths"], list):
-            raise ValueError(f"flow-matching config bin_widths must be a list, got {values['bin_widths']!r}")
-        values["bin_widths"] = tuple(values["bin_widths"])
-        return cls(**values)
 
     @property
     def bin_centers(self) -> np.ndarray:

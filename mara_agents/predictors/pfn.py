@@ -51,7 +51,7 @@ import numpy as np
 
 from core_env.curves import LOSS_FLOOR
 from core_env.extras import needs
-from mara_agents.checkpoint_files import MAX_LAYERS, MAX_WIDTH, SHIPPED_DIR, CheckpointKind, check_config
+from mara_agents.checkpoint_files import MAX_LAYERS, MAX_WIDTH, SHIPPED_DIR, CheckpointKind, PredictorConfig
 from mara_agents.predictors.flow_matching import SUMMARY_FEATURES, STEP_FEATURES, TAIL, FlowConfig, history_features, pack_histories
 from mara_agents.protocols import QUANTILE_LEVELS, DemandSummary, Predictor
 
@@ -70,8 +70,11 @@ DEFAULT_CHECKPOINT = CHECKPOINT_DIR / "pfn.pt"
 
 
 @dataclasses.dataclass(frozen=True)
-class PFNConfig:
+class PFNConfig(PredictorConfig):
     """Architecture of a :class:`PFNModel` (stored in the checkpoint manifest)."""
+
+    WHAT = "PFN"
+    SIZES = {"history_steps": TAIL, "hidden": MAX_WIDTH, "layers": MAX_LAYERS}
 
     history_steps: int = 16
     hidden: int = 256
@@ -79,10 +82,6 @@ class PFNConfig:
     #: Relative log losses enter as asinh(x / resolution), as in the flow-matching predictor.
     resolution: float = 0.05
     bin_widths: tuple[int, ...] = BIN_WIDTHS
-
-    def __post_init__(self) -> None:
-        sizes = {"history_steps": TAIL, "hidden": MAX_WIDTH, "layers": MAX_LAYERS}
-        object.__setattr__(self, "bin_widths", check_config("PFNConfig", self, sizes))
 
     @property
     def inputs(self) -> int:
@@ -92,20 +91,6 @@ class PFNConfig:
     def horizon(self) -> int:
         return int(sum(self.bin_widths))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "bin_widths": list(self.bin_widths)}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> PFNConfig:
-        """Rebuild a config, raising ValueError on missing or unknown keys and bad values."""
-        if not isinstance(data, dict):
-            raise ValueError(f"PFN config must be a JSON object, got {type(data).__name__}")
-        names = {f.name for f in dataclasses.fields(cls)}
-        if set(data) != names:
-            raise ValueError(f"PFN config keys {sorted(data)} do not match the expected {sorted(names)}")
-        if not isinstance(data["bin_widths"], list):
-            raise ValueError(f"PFN config bin_widths must be a list, got {data['bin_widths']!r}")
-        return cls(**{**data, "bin_widths": tuple(data["bin_widths"])})
 
 
 def features(histories: Sequence[np.ndarray], targets: np.ndarray, windows: np.ndarray, config: PFNConfig) -> np.ndarray:

@@ -45,7 +45,7 @@ import math
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,14 +188,33 @@ def fit(model: FlowModel, examples: Examples, steps: int = 6000, batch: int = 25
     steps_in, summary, future = _tensors(examples, model.config)
     model.set_normalization(summary, future)
     val = _tensors(validation, model.config) if validation is not None else None
+
+    def batch_loss(i: int, index: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        return model.loss(steps_in[index], summary[index], future[index], generator, draws)
+
+    def validate() -> dict[str, float]:
+        return {} if val is None else {"validation_loss": cfm_loss(model, *val, seed=seed)}
+
+    return fit_loop(model, len(examples), batch_loss, validate, steps=steps, batch=batch, lr=lr, weight_decay=weight_decay,
+                    seed=seed, log_every=log_every, train_key="train_loss", desc="fm", progress=progress, mininterval=1.0)
+
+
+def fit_loop(model: torch.nn.Module, n: int, batch_loss: Callable[[int, torch.Tensor, torch.Generator], torch.Tensor],
+             validate: Callable[[], dict[str, float]], *, steps: int, batch: int, lr: float, weight_decay: float, seed: int,
+             log_every: int, train_key: str, desc: str, progress: bool, mininterval: float) -> list[dict[str, float]]:
+    """The training loop of FM and PFN (:func:`fit`, :func:`mara_agents.predictors.train_pfn.fit`): ``steps`` steps of
+    AdamW with :func:`warmup_cosine` and gradient clip 1, each on ``batch`` indices drawn uniformly from ``n`` examples
+    by a generator seeded with ``seed``; ``batch_loss(i, index, generator)`` is step ``i``'s loss (the model in train
+    mode). Every ``log_every`` steps and at the end, a log entry: the step, the mean training loss since the last entry
+    under ``train_key``, and ``validate()``'s values. Returns the log, the model left in eval mode."""
     generator = torch.Generator().manual_seed(seed)
     optimizer, schedule = warmup_cosine(model, steps, lr, weight_decay)
     log, running = [], []
-    model.train()
-    bar = tqdm(range(steps), desc="fm", unit="step", disable=not progress, mininterval=1.0)
+    bar = tqdm(range(steps), desc=desc, unit="step", disable=not progress, mininterval=mininterval)
     for i in bar:
-        index = torch.randint(len(examples), (batch,), generator=generator)
-        loss = model.loss(steps_in[index], summary[index], future[index], generator, draws)
+        model.train()
+        index = torch.randint(n, (batch,), generator=generator)
+        loss = batch_loss(i, index, generator)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -203,9 +222,7 @@ def fit(model: FlowModel, examples: Examples, steps: int = 6000, batch: int = 25
         schedule.step()
         running.append(loss.item())
         if (i + 1) % log_every == 0 or i + 1 == steps:
-            entry = {"step": i + 1, "train_loss": float(np.mean(running))}
-            if val is not None:
-                entry["validation_loss"] = cfm_loss(model, *val, seed=seed)
+            entry = {"step": i + 1, train_key: float(np.mean(running)), **validate()}
             log.append(entry)
             bar.set_postfix({k: round(v, 4) for k, v in entry.items() if k != "step"})
             running = []

@@ -45,11 +45,10 @@ from mara_agents.checkpoint_files import MAX_LAYERS, MAX_WIDTH
 from mara_agents.cli_checks import (BATCH_MAX, BUILD_DIR, EXAMPLES_MAX, SEED_MAX, STEPS_MAX, THREADS_MAX, add_output_flags, float_flag,
                                     int_flag, output_file)
 from mara_agents.predictors.pfn import (DEFAULT_CHECKPOINT, PFNConfig, PFNModel, PFNPredictor, demand_bins, features, save_model)
-from mara_agents.predictors.train_fm import Examples, simulate_examples, split_bank, warmup_cosine
+from mara_agents.predictors.train_fm import Examples, simulate_examples, split_bank, fit_loop
 
 with needs(__name__):
     import torch
-    from tqdm import tqdm
 
 PRIOR_SEED = 20261202
 PRIOR_VALIDATION = 100
@@ -120,30 +119,18 @@ def fit(model: PFNModel, x: torch.Tensor, y: torch.Tensor, steps: int, batch: in
         validation: dict[str, tuple[torch.Tensor, torch.Tensor]], log_every: int = 1000, progress: bool = True) -> list[dict[str, float]]:
     """Cross-entropy training (AdamW, warm-up then cosine decay, gradient clip 1); returns the log."""
     model.set_normalization(x)
-    generator = torch.Generator().manual_seed(seed)
-    optimizer, schedule = warmup_cosine(model, steps, lr, weight_decay)
-    log, running = [], []
-    bar = tqdm(range(steps), desc="pfn", unit="step", disable=not progress, mininterval=2.0)
-    for i in bar:
-        model.train()
-        index = torch.randint(x.shape[0], (batch,), generator=generator)
+
+    def batch_loss(i: int, index: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         loss = torch.nn.functional.cross_entropy(model(x[index]), y[index])
         if not torch.isfinite(loss):
             raise RuntimeError(f"non-finite training loss at step {i + 1}: stopping without writing a checkpoint")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        running.append(loss.item())
-        if (i + 1) % log_every == 0 or i + 1 == steps:
-            entry = {"step": i + 1, "train_nll": float(np.mean(running))}
-            entry.update({f"{name}_nll": nll(model, *v) for name, v in validation.items()})
-            log.append(entry)
-            bar.set_postfix({k: round(v, 4) for k, v in entry.items() if k != "step"})
-            running = []
-    model.eval()
-    return log
+        return loss
+
+    def validate() -> dict[str, float]:
+        return {f"{name}_nll": nll(model, *v) for name, v in validation.items()}
+
+    return fit_loop(model, x.shape[0], batch_loss, validate, steps=steps, batch=batch, lr=lr, weight_decay=weight_decay,
+                    seed=seed, log_every=log_every, train_key="train_nll", desc="pfn", progress=progress, mininterval=2.0)
 
 
 def fit_temperature(model: PFNModel, x: torch.Tensor, y: torch.Tensor) -> tuple[float, dict[str, float]]:

@@ -85,5 +85,4 @@ def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
         starts = np.random.default_rng(0).integers(0, len(valid) - CTX - 1, size=256)
         x, y = windows(valid, starts)
         val = float(F.cross_entropy(model(x).reshape(-1, VOCAB), y.reshape(-1)))
-    return {"losses": log.losses, "diverged": log.diverged, "reason": log.reason, "hp": hp,
-            "eval": {"valid_loss": val}, "text": info, "n_params": sum(p.numel() for p in params)}
+    return C.run_result(log, hp, params, {"valid_loss": val}, text=info)

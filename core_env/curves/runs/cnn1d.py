@@ -6,7 +6,6 @@ from typing import Any
 
 from core_env.curves.runs import common as C
 from core_env.curves.runs import data as D
-from core_env.curves.runs.mlp import evaluate
 from core_env.extras import needs
 
 OPT_PROBS = {"sgd": 0.2, "momentum": 0.3, "adam": 0.3, "adamw": 0.2}
@@ -39,23 +38,7 @@ def build(length: int, n_out: int, hp: dict[str, Any]):
 
 
 def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
-    with needs(__name__, "curves"):
-        import torch
-        import torch.nn.functional as F
-
     Xtr, ytr, Xte, yte = D.mnist1d()
     Xtr, Xte = Xtr[:, None, :], Xte[:, None, :]
     hp = sample_hp(seeds.hp)
-    C.torch_setup(seeds.torch_seed)
-    model = build(Xtr.shape[-1], 10, hp)
-    opt = C.make_optimizer(model.parameters(), hp)
-    X, y = torch.from_numpy(Xtr), torch.from_numpy(ytr)
-    sampler = C.EpochSampler(len(ytr), hp["batch_size"], seeds.data)
-
-    def step_loss(step: int):
-        idx = torch.from_numpy(sampler.next())
-        return F.cross_entropy(model(X[idx]), y[idx])
-
-    log = C.train_steps(steps, opt, hp, step_loss)
-    return {"losses": log.losses, "diverged": log.diverged, "reason": log.reason, "hp": hp,
-            "eval": evaluate(model, Xte, yte), "n_params": sum(p.numel() for p in model.parameters())}
+    return C.train_classifier(seeds, hp, steps, lambda: build(Xtr.shape[-1], 10, hp), Xtr, ytr, Xte, yte)

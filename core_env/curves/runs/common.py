@@ -215,6 +215,52 @@ class EpochSampler:
         return idx
 
 
+# ------------------------------------------------------------------------------------ classifier runs
+def train_classifier(seeds: RunSeeds, hp: dict[str, Any], steps: int, make_model: Callable[[], Any],
+                     Xtr: np.ndarray, ytr: np.ndarray, Xte: np.ndarray, yte: np.ndarray) -> dict[str, Any]:
+    """The training tail shared by the classifier families (mlp, cnn1d, vit), after their hyperparameters.
+
+    In the corpus order: seed torch, build the model (``make_model()``), its optimizer, then ``steps``
+    cross-entropy steps on :class:`EpochSampler` mini-batches of ``(Xtr, ytr)`` drawn from ``seeds.data``;
+    the model in eval mode, its test loss and accuracy on ``(Xte, yte)``. Returns the run's result dict.
+    """
+    with needs(__name__, "curves"):
+        import torch
+        import torch.nn.functional as F
+
+    torch_setup(seeds.torch_seed)
+    model = make_model()
+    opt = make_optimizer(model.parameters(), hp)
+    X, y = torch.from_numpy(Xtr), torch.from_numpy(ytr)
+    sampler = EpochSampler(len(ytr), hp["batch_size"], seeds.data)
+
+    def step_loss(step: int):
+        idx = torch.from_numpy(sampler.next())
+        return F.cross_entropy(model(X[idx]), y[idx])
+
+    log = train_steps(steps, opt, hp, step_loss)
+    model.eval()
+    return run_result(log, hp, model.parameters(), evaluate_classifier(model, Xte, yte))
+
+
+def evaluate_classifier(model: Any, Xte: np.ndarray, yte: np.ndarray) -> dict[str, float]:
+    """Test cross-entropy loss and accuracy of ``model`` on ``(Xte, yte)``, without gradients."""
+    with needs(__name__, "curves"):
+        import torch
+        import torch.nn.functional as F
+
+    with torch.no_grad():
+        logits = model(torch.from_numpy(Xte))
+        y = torch.from_numpy(yte)
+        return {"test_loss": float(F.cross_entropy(logits, y)), "test_acc": float((logits.argmax(1) == y).float().mean())}
+
+
+def run_result(log: LossLog, hp: dict[str, Any], params: Any, evaluation: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """A run's result dict: its loss log, hyperparameters, evaluation, parameter count and ``extra`` entries."""
+    return {"losses": log.losses, "diverged": log.diverged, "reason": log.reason, "hp": hp,
+            "eval": evaluation, **extra, "n_params": sum(p.numel() for p in params)}
+
+
 # ------------------------------------------------------------------------------------------ finishing
 def finalize(losses: list[float] | np.ndarray, diverged: bool) -> tuple[np.ndarray, int, dict[str, float]]:
     """float32 values, flag bits and summary statistics of a finished run.

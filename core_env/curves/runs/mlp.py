@@ -37,34 +37,10 @@ def build(n_in: int, n_out: int, hp: dict[str, Any]):
 
 
 def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
-    with needs(__name__, "curves"):
-        import torch
-        import torch.nn.functional as F
-
     Xtr, ytr, Xte, yte, n_classes = D.tabular(DATASETS[family])
     hp = sample_hp(seeds.hp)
     hp["batch_size"] = min(hp["batch_size"], len(ytr))
-    C.torch_setup(seeds.torch_seed)
-    model = build(Xtr.shape[1], n_classes, hp)
-    opt = C.make_optimizer(model.parameters(), hp)
-    X, y = torch.from_numpy(Xtr), torch.from_numpy(ytr)
-    sampler = C.EpochSampler(len(ytr), hp["batch_size"], seeds.data)
-
-    def step_loss(step: int):
-        idx = torch.from_numpy(sampler.next())
-        return F.cross_entropy(model(X[idx]), y[idx])
-
-    log = C.train_steps(steps, opt, hp, step_loss)
-    return {"losses": log.losses, "diverged": log.diverged, "reason": log.reason, "hp": hp,
-            "eval": evaluate(model, Xte, yte), "n_params": sum(p.numel() for p in model.parameters())}
+    return C.train_classifier(seeds, hp, steps, lambda: build(Xtr.shape[1], n_classes, hp), Xtr, ytr, Xte, yte)
 
 
-def evaluate(model, Xte, yte) -> dict[str, float]:
-    with needs(__name__, "curves"):
-        import torch
-        import torch.nn.functional as F
-
-    with torch.no_grad():
-        logits = model(torch.from_numpy(Xte))
-        y = torch.from_numpy(yte)
-        return {"test_loss": float(F.cross_entropy(logits, y)), "test_acc": float((logits.argmax(1) == y).float().mean())}
+evaluate = C.evaluate_classifier  # test loss and accuracy (kept under its old name)

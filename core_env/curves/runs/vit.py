@@ -64,26 +64,7 @@ def patches(images):
 
 
 def run(family: str, seeds: C.RunSeeds, steps: int) -> dict[str, Any]:
-    with needs(__name__, "curves"):
-        import torch
-        import torch.nn.functional as F
-
-    from core_env.curves.runs.mlp import evaluate
-
     Xtr, ytr, Xte, yte = D.digits_images()
     Ptr, Pte = patches(Xtr), patches(Xte)
     hp = sample_hp(seeds.hp)
-    C.torch_setup(seeds.torch_seed)
-    model = build(hp, Ptr.shape[1], Ptr.shape[2], 10)
-    opt = C.make_optimizer(model.parameters(), hp)
-    X, y = torch.from_numpy(Ptr), torch.from_numpy(ytr)
-    sampler = C.EpochSampler(len(ytr), hp["batch_size"], seeds.data)
-
-    def step_loss(step: int):
-        idx = torch.from_numpy(sampler.next())
-        return F.cross_entropy(model(X[idx]), y[idx])
-
-    log = C.train_steps(steps, opt, hp, step_loss)
-    model.eval()
-    return {"losses": log.losses, "diverged": log.diverged, "reason": log.reason, "hp": hp,
-            "eval": evaluate(model, Pte, yte), "n_params": sum(p.numel() for p in model.parameters())}
+    return C.train_classifier(seeds, hp, steps, lambda: build(hp, Ptr.shape[1], Ptr.shape[2], 10), Ptr, ytr, Pte, yte)
