@@ -9,10 +9,14 @@ episodes where CP-SAT's search stalls at the slot-relaxed bound (id/train: every
 Variables, for every task ``i`` a binary ``adm_i`` (admitted); for each task ``j`` that can finish
 (``n*_j`` ≤ window) a binary ``z_j`` (completes), continuous ``x_{j,τ} ∈ [0, 1]`` (served at step τ,
 a_j ≤ τ < d_j) and, at each arrival step ``t`` with a_j + n*_j ≤ t < d_j, a binary ``f_{j,t}`` = [it
-received its ``n*_j`` node-steps before t]:
+received its ``n*_j`` node-steps before t] and a continuous ``s_{j,t}`` = Σ_{τ<t} x_{j,τ} (its services
+before t):
 
-* ``Σ_τ x_{j,τ} = n*_j z_j``, ``x_{j,τ} ≤ z_j``, ``z_j ≤ adm_j``; ``Σ_j x_{j,τ} ≤ N`` per step;
-* ``n*_j f_{j,t} ≤ Σ_{τ<t} x_{j,τ} ≤ n*_j − 1 + f_{j,t}`` (f is exact for integral x), f non-decreasing in t;
+* ``Σ_τ x_{j,τ} = n*_j z_j``, ``z_j ≤ adm_j``; ``Σ_j x_{j,τ} ≤ N`` per step;
+* ``s_{j,t} = s_{j,t'} + Σ_{t' ≤ τ < t} x_{j,τ}`` for consecutive such arrival steps t' < t (each x in one
+  row: written as Σ_{τ<t} x_{j,τ} per t, the rows held O(window²) nonzeros per task, and at load x2 HiGHS
+  could not finish the root LP in 120 s; cumulative, it proves x1.25 episodes the old rows could not);
+* ``n*_j f_{j,t} ≤ s_{j,t} ≤ n*_j − 1 + f_{j,t}`` (f is exact for integral x), f non-decreasing in t;
 * at task ``i``'s arrival, the tasks before it that still hold a slot, ``h_i = Σ_j adm_j − Σ_j f_{j,a_i}``
   over j < i with d_j > a_i: ``h_i + adm_i ≤ K`` and ``h_i + K adm_i ≥ K`` (rejected only when full);
 * maximise ``Σ z_j``; ``upper_bound`` (the slot-relaxed optimum) caps the reported bound, not the program
@@ -77,8 +81,9 @@ class _Rows:
 
 
 class _Program:
-    """The module docstring's program for one workload: the variable blocks (``adm``, ``z``, ``x``,
-    ``f``), the sparse rows, bounds and integrality, and :meth:`values` of a playable schedule."""
+    """The module docstring's program for one workload: the variable blocks (``adm``, ``z``, ``x``, ``f``
+    and the cumulative services ``s``), the sparse rows, bounds and integrality, and :meth:`values` of a
+    playable schedule."""
 
     def __init__(self, workload: Workload, n_nodes: int, n_slots: int) -> None:
         arrival, deadline, need = workload.arrival.astype(np.int64), workload.deadline.astype(np.int64), needed(workload)
@@ -90,31 +95,33 @@ class _Program:
         self.adm = adm = self._block(m)
         self.z = z = dict(zip(can.tolist(), self._block(can.size).tolist()))
         self.x = x = {j: self._block(int(deadline[j] - arrival[j])) for j in can.tolist()}  # x[j][τ - a_j]
-        self.f = f = {j: dict(zip(steps.tolist(), self._block(steps.size).tolist()))
-                      for j in can.tolist() for steps in [arrivals[(arrivals >= arrival[j] + need[j]) & (arrivals < deadline[j])]]}
+        steps = {j: arrivals[(arrivals >= arrival[j] + need[j]) & (arrivals < deadline[j])] for j in can.tolist()}
+        self.f = f = {j: dict(zip(steps[j].tolist(), self._block(steps[j].size).tolist())) for j in can.tolist()}
+        self.s = s = {j: dict(zip(steps[j].tolist(), self._block(steps[j].size).tolist())) for j in can.tolist()}
         self.rows = rows = _Rows()
         per_step: dict[int, list[np.ndarray]] = {}
         for j in can.tolist():
             a, k = int(arrival[j]), float(need[j])
             rows.add([*x[j], z[j]], [*np.ones(x[j].size), -k], 0.0, 0.0)
-            for served in x[j]:
-                rows.add([served, z[j]], [1.0, -1.0], -np.inf, 0.0)
             rows.add([z[j], adm[j]], [1.0, -1.0], -np.inf, 0.0)
             for offset, served in enumerate(x[j]):
                 per_step.setdefault(a + offset, []).append(served)
-            previous = None
+            since, previous = a, None
             for t, done in f[j].items():
-                before = x[j][: t - a]
-                rows.add([done, *before], [k, *-np.ones(before.size)], -np.inf, 0.0)
-                rows.add([done, *before], [-1.0, *np.ones(before.size)], -np.inf, k - 1.0)
-                rows.add([done, z[j]], [1.0, -1.0], -np.inf, 0.0)
+                # s_{j,t} = s_{j,previous t} + the services between: each x in one row, not in one row per later t
+                segment, before = x[j][since - a: t - a], [] if previous is None else [previous]
+                rows.add([s[j][t], *before, *segment], [1.0, *-np.ones(len(before)), *-np.ones(segment.size)], 0.0, 0.0)
+                rows.add([done, s[j][t]], [k, -1.0], -np.inf, 0.0)
+                rows.add([s[j][t], done], [1.0, -1.0], -np.inf, k - 1.0)
                 if previous is not None:
-                    rows.add([previous, done], [1.0, -1.0], -np.inf, 0.0)
-                previous = done
+                    rows.add([f[j][since], done], [1.0, -1.0], -np.inf, 0.0)
+                since, previous = t, s[j][t]
         for served in per_step.values():
             if len(served) > n_nodes:
                 rows.add(served, 1.0, -np.inf, float(n_nodes))
         self.lower, self.upper = np.zeros(self.n_vars), np.ones(self.n_vars)
+        for j in can.tolist():
+            self.upper[list(s[j].values())] = need[j]
         for i in range(m):
             a = int(arrival[i])
             holders = [j for j in range(i) if deadline[j] > a]
@@ -128,7 +135,7 @@ class _Program:
             rows.add(cols, [*held, float(n_slots)], float(n_slots), np.inf)
         self.matrix = rows.matrix(self.n_vars)
         self.integer = np.ones(self.n_vars, bool)
-        for served in x.values():
+        for served in (*x.values(), *(np.fromiter(c.values(), np.int64, len(c)) for c in s.values())):
             self.integer[served] = False
         self.cost = np.zeros(self.n_vars)
         self.cost[list(z.values())] = 1.0
@@ -151,6 +158,7 @@ class _Program:
                 done_at[j] = steps[-1] + 1
                 for t, done in self.f[j].items():
                     value[done] = float(t >= done_at[j])
+                    value[self.s[j][t]] = float(np.count_nonzero(steps < t))
         for i in range(len(workload)):
             held = sum(1 for j in range(i) if value[self.adm[j]] and deadline[j] > arrival[i] and done_at[j] > arrival[i])
             value[self.adm[i]] = float(held < self.n_slots)
