@@ -283,7 +283,7 @@ def _own_weights_id(row: str, seed: int) -> str | None:
 def make_agent(row: str, seed: int = 0, task_set: str | None = None) -> Agent:
     """The agent of a benchmark row (see the module docstring); ``seed`` seeds the random agent and picks
     a learned row's training seed; ``task_set`` (a built-in name or a bank file) is the one the row plays,
-    needed by rows fitted per task set (:data:`PRIOR_EDF`) and ignored by the others."""
+    needed by rows fitted per task set (:data:`PRIOR_EDF`, posterior allocators with ``prior=1``) and ignored by the others."""
     if row == PRIOR_EDF:
         return prior_edf.make_prior_edf(task_set)
     if is_learned(row):
@@ -306,7 +306,7 @@ def make_agent(row: str, seed: int = 0, task_set: str | None = None) -> Agent:
     if row in HEURISTICS:
         return HEURISTICS[row](seed) if row == "random" else HEURISTICS[row]()
     if row.split(",")[0].partition(":")[0] in ALLOCATORS:
-        return make_allocator(row)
+        return make_allocator(row, task_set)
     raise ValueError(f"unknown agent row {row!r}: heuristics {sorted(HEURISTICS)}, allocators {sorted(ALLOCATORS)} "
                      "(optionally ':predictor' and ',key=int' options, e.g. 'lara:oracle', 'edf-admission:fm,min_reports=5'), "
                      f"the probe {PRIOR_EDF!r}, learned {list(LEARNED)}, or a third-party module.path:attr")

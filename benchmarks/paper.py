@@ -47,17 +47,22 @@ TEACHER = "edf-admission:fm,min_reports=5"
 #: The same rule on the PFN predictor (issue 27; ``min_reports`` chosen on train workloads by
 #: ``python -m benchmarks.tuning --predictor pfn``), the teacher of ``mara-pfn``.
 PFN_TEACHER = "edf-admission:pfn,min_reports=1"
+#: The index rule on fm+pfn reading the curve-free prior for tasks with no report (issue 48, item 1).
+PRIOR_INDEX = "index:fm+pfn,deadline_pct=0,explore=0,prior=1"
 PAPER_ROWS = ("fifo", "edf", "window-edf", "target-edf", "prior-edf", "edf-admission", TEACHER, PFN_TEACHER, "llf", "slaq", "las", "lara", "lara-fm",
               "lara:pfn", "laira", "laira:pfn", "ppo-tianshou", "ppo-tianshou-fm", "ppo-sb3", "ppo-torchrl", "ppo-rllib", "mappo-benchmarl", "mat", "mara-wls", "mara-sparse", "mara", "mara-pfn",
               # issue 48: the posterior allocators (settings chosen on train workloads) and MARA on the posterior (its
               # teacher-free run, mara-post-pure, is in the shaping suite, at the training load)
               "index:fm+pfn,deadline_pct=0,explore=2", "plan:fm+pfn,samples=64,explore=3", "index:pfn,deadline_pct=0,explore=2",
               "plan:pfn,samples=16,explore=2", "index:fm,deadline_pct=0,explore=3", "plan:fm,samples=64,explore=3", "mara-post",
+              # the index rule with the curve-free prior for tasks with no report (explore=0, chosen on train workloads)
+              PRIOR_INDEX, "index:pfn,deadline_pct=0,explore=0,prior=1",
               "index:oracle,deadline_pct=50,explore=0", "plan:oracle,samples=16,explore=0", "clairvoyant", MILP_SLOTS, MILP)
 #: Leak probes (no loss values seen): a curve-aware row's own margin is the one beyond the better probe.
 PROBES = ("window-edf", "target-edf", "prior-edf")
 #: Curve-aware fixed rows paired with the best probe (learned and third-party rows are too).
-CURVE_AWARE = ("lara", "lara-fm", TEACHER, "lara:pfn", "laira:pfn", PFN_TEACHER, "index:fm+pfn,deadline_pct=0,explore=2", "index:pfn,deadline_pct=0,explore=2")
+CURVE_AWARE = ("lara", "lara-fm", TEACHER, "lara:pfn", "laira:pfn", PFN_TEACHER, "index:fm+pfn,deadline_pct=0,explore=2", "index:pfn,deadline_pct=0,explore=2",
+               PRIOR_INDEX)
 #: Rows that read no loss value at all (the probes included): every other row that neither knows the demand
 #: nor is the ceiling reads the curves (its margin over the best probe is what curve reading adds).
 CURVE_FREE = ("random", "fifo", "edf", "las", *PROBES)
@@ -78,7 +83,9 @@ DIFFERENCES = (("mara", "lara"), ("mara", "lara-fm"), ("mara", TEACHER), ("mara"
                # MARA on the posterior against its teacher (the plain index rule on PFN), its teacher-free run and MARA-PFN
                ("index:fm+pfn,deadline_pct=0,explore=2", "ppo-tianshou-fm"), ("index:fm+pfn,deadline_pct=0,explore=2", "lara-fm"),
                ("index:pfn,deadline_pct=0,explore=2", PFN_TEACHER), ("index:fm,deadline_pct=0,explore=3", TEACHER),
-               ("mara-post", "index:pfn,deadline_pct=0,explore=2"), ("mara-post", "mara-post-pure"), ("mara-post", "mara-pfn"))
+               ("mara-post", "index:pfn,deadline_pct=0,explore=2"), ("mara-post", "mara-post-pure"), ("mara-post", "mara-pfn"),
+               # the curve-free prior for unreported tasks against the same rule exploring them first
+               (PRIOR_INDEX, "index:fm+pfn,deadline_pct=0,explore=2"), (PRIOR_INDEX, "ppo-tianshou-fm"))
 #: Rows built on the PFN predictor (issue 27) and their completion targets: (reference row, scenario, least
 #: mean difference in points, whether the 95% CI must lie above 0). "Not below the FM rule on id" is read
 #: strictly: a mean difference of at least 0.
@@ -87,7 +94,7 @@ PFN_TARGETS = ((TEACHER, "average/train", 3.0, True), ("lara-fm", "vit_ood/train
 #: The allocators that decide on the whole posterior (issue 48), each on the settings chosen on train workloads
 #: (docs/results/tuning/index-*.json, plan-*.json, oracle-posterior.json), and MARA on the posterior.
 POST_TEACHER = "index:pfn,deadline_pct=0,explore=2"
-POSTERIOR_ROWS = ("index:fm+pfn,deadline_pct=0,explore=2", "plan:fm+pfn,samples=64,explore=3", POST_TEACHER, "plan:pfn,samples=16,explore=2",
+POSTERIOR_ROWS = (PRIOR_INDEX, "index:pfn,deadline_pct=0,explore=0,prior=1", "index:fm+pfn,deadline_pct=0,explore=2", "plan:fm+pfn,samples=64,explore=3", POST_TEACHER, "plan:pfn,samples=16,explore=2",
                   "index:fm,deadline_pct=0,explore=3", "plan:fm,samples=64,explore=3", "mara-post", "mara-post-pure")
 POSTERIOR_ORACLE_ROWS = ("index:oracle,deadline_pct=50,explore=0", "plan:oracle,samples=16,explore=0")
 #: Issue 48's completion targets of the posterior rows: against the best realizable row before them

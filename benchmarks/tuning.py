@@ -33,7 +33,7 @@ def score_rows(rows: Sequence[str], task_set: str = "id", episodes: int = 16) ->
     workloads = train_workloads(task_set, episodes)
     out = {}
     for row in rows:
-        rates = 100.0 * run_agent(make_agent(row), workloads, EnvConfig(task_set=task_set))["completion_rate"]
+        rates = 100.0 * run_agent(make_agent(row, task_set=task_set), workloads, EnvConfig(task_set=task_set))["completion_rate"]
         out[row] = {"mean": float(np.mean(rates)), "sd": float(np.std(rates, ddof=1)) if rates.size > 1 else 0.0}
         print(f"{row}: {out[row]['mean']:.2f} ± {out[row]['sd']:.2f}", flush=True)
     return out

@@ -13,17 +13,23 @@ from __future__ import annotations
 from mara_agents.allocators.base import Estimates, PredictiveAllocator
 from mara_agents.allocators.laira import LaiRA
 from mara_agents.allocators.lara import LARA
-from mara_agents.allocators.posterior import CompletionPlanner, IndexAllocator
+from mara_agents.allocators.posterior import CompletionPlanner, IndexAllocator, _PosteriorAllocator
 from mara_agents.allocators.ordered import LLF, SLAQ, EDFAdmission, OrderedAllocator
 from mara_agents.observed import ObservedTasks
 from mara_agents.predictors import PREDICTORS
+from mara_agents.predictors.demand_prior import with_prior
 
 
 def _with(cls, default: str):
-    def make(predictor: str = default, **kwargs):
+    def make(predictor: str = default, task_set: str | None = None, prior: int = 0, **kwargs):
         if predictor not in PREDICTORS:
             raise ValueError(f"unknown predictor {predictor!r}; choose from {sorted(PREDICTORS)}")
-        return cls(PREDICTORS[predictor](), **kwargs)
+        if prior not in (0, 1) or isinstance(prior, bool):
+            raise ValueError(f"prior must be 0 or 1 (1: tasks with no report read the curve-free prior), got {prior!r}")
+        if prior and not issubclass(cls, _PosteriorAllocator):
+            raise ValueError(f"prior=1 is an option of the posterior allocators (index, plan), not of {cls.__name__}")
+        chosen = PREDICTORS[predictor]()
+        return cls(with_prior(chosen, task_set) if prior else chosen, **kwargs)
 
     make.__doc__ = f"{cls.__name__} on the named predictor (default {default!r})."
     return make
@@ -61,12 +67,14 @@ def parse_allocator_spec(spec: str) -> tuple[str, str | None, dict[str, int]]:
     return name, predictor or None, kwargs
 
 
-def make_allocator(spec: str) -> PredictiveAllocator:
+def make_allocator(spec: str, task_set: str | None = None) -> PredictiveAllocator:
     """The allocator of ``spec`` = ``NAME[:PREDICTOR][,KEY=INT,...]``, e.g. ``"lara:oracle"`` or
-    ``"edf-admission:fm,min_reports=5"`` (integer keyword arguments of its class); ValueError otherwise."""
+    ``"edf-admission:fm,min_reports=5"`` (integer keyword arguments of its class); ValueError otherwise.
+    The posterior allocators take ``prior=1``: tasks with no report read the curve-free prior of
+    ``task_set`` (:mod:`mara_agents.predictors.demand_prior`), which must then be given."""
     name, predictor, kwargs = parse_allocator_spec(spec)
     try:
-        return ALLOCATORS[name](predictor, **kwargs) if predictor else ALLOCATORS[name](**kwargs)
+        return ALLOCATORS[name](predictor, task_set=task_set, **kwargs) if predictor else ALLOCATORS[name](task_set=task_set, **kwargs)
     except TypeError as error:
         raise ValueError(f"allocator {spec!r}: {error}") from error
 
