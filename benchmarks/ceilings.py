@@ -216,27 +216,64 @@ def _json_bytes(value: dict) -> bytes:
 PROVEN_GAP = 0.005
 
 
-def table() -> str:
+#: A "gap closed" figure is exact when it moves by at most this many points between the two ends of the K-slot interval.
+EXACT_FIGURE = 0.5
+
+
+def figure_uncertainty(paper: dict, column: str, found: float, bound: float) -> dict[str, float]:
+    """{row: how many points the row's share of the EDF → ``milp-slots`` gap closed moves between the two ends
+    of the K-slot interval in ``column``}: 100 · (row − EDF) / (ceiling − EDF) with the ceiling at ``found``
+    (the best schedules' mean completion %, what the tables use) and at ``bound`` (the proven bounds' mean), for
+    every row of ``paper`` (a paper payload) with a gap-closed figure there (ceiling rows and EDF left out)."""
+    table = paper.get("table", {})
+    if column not in table.get("edf", {}) or found <= table["edf"][column]["mean"]:
+        return {}
+    base = table["edf"][column]["mean"]
+    out = {}
+    for row, columns in paper.get("gap_closed", {}).items():
+        if column in columns and row not in ("edf", "milp", "milp-slots") and column in table.get(row, {}):
+            mine = table[row][column]["mean"]
+            out[row] = abs(100 * (mine - base) / (found - base) - 100 * (mine - base) / (bound - base))
+    return out
+
+
+def table(paper: dict | None = None) -> str:
     """The stored K-slot ceilings per suite file as Markdown (for docs/results.md): episodes, proven
     optimal, proven within 0.5 %, completion % of the best schedules found, of the proven bounds and of the
-    slot-relaxed optimum, mean and worst gap, search seconds."""
+    slot-relaxed optimum, the interval's width, mean and worst gap, search seconds; given ``paper`` (the paper
+    suite's payload), also the share of its rows' "gap closed" figures in each suite that are exact
+    (:func:`figure_uncertainty` ≤ :data:`EXACT_FIGURE`) and the largest uncertainty of any of them."""
     from benchmarks.report import markdown_table
 
     store, relaxed = read_slot_ceilings(SLOT_CEILINGS_PATH), read_ceilings(CEILINGS_PATH)  # verified and range-checked: every % <= 100
-    rows = []
+    rows, worst_figure, figures = [], (0.0, None), [0, 0]
     for name in sorted(store, key=lambda n: (list(LOADS).index(n.split("__")[1].removesuffix(".npz")), n)):
         episodes = store[name]["episodes"]
         found = [100 * e["completed"] / max(e["arrived"], 1) for e in episodes.values()]
         bound = [100 * e["bound"] / max(e["arrived"], 1) for e in episodes.values()]
         upper = [100 * e["completed"] / max(e["arrived"], 1) for e in (_relaxed_entry(relaxed, name, key) for key in episodes)]
         gaps = [e["gap"] for e in episodes.values()]
-        rows.append((name.removesuffix(".npz").replace("__", "/"), len(episodes), sum(e["status"] == "optimal" for e in episodes.values()),
+        column = name.removesuffix(".npz").replace("__", "/")
+        moved = figure_uncertainty(paper or {}, column, float(np.mean(found)), float(np.mean(bound)))
+        exact = f"{sum(m <= EXACT_FIGURE for m in moved.values())} of {len(moved)}" if moved else "—"
+        if moved:
+            figures[0] += sum(m <= EXACT_FIGURE for m in moved.values())
+            figures[1] += len(moved)
+            row, most = max(moved.items(), key=lambda item: item[1])
+            worst_figure = max(worst_figure, (most, f"{row} on {column}"), key=lambda item: item[0])
+        rows.append((column, len(episodes), sum(e["status"] == "optimal" for e in episodes.values()),
                      sum(g <= PROVEN_GAP for g in gaps), f"{np.mean(found):.1f}", f"{np.mean(bound):.1f}", f"{np.mean(upper):.1f}",
-                     f"{100 * np.mean(gaps):.1f}", f"{100 * max(gaps):.1f}", f"{sum(e['seconds'] for e in episodes.values()):.0f}"))
+                     f"{np.mean(bound) - np.mean(found):.2f}", f"{100 * np.mean(gaps):.1f}", f"{100 * max(gaps):.1f}", exact,
+                     f"{sum(e['seconds'] for e in episodes.values()):.0f}"))
     every = [e for entry in store.values() for e in entry["episodes"].values()]
     limits = "; ".join(f"{limit:g} s" for limit in sorted({e["time_limit"] for e in every}))
     text = markdown_table(("suite", "episodes", "proven optimal", "gap ≤ 0.5 %", "milp-slots (best found) %", "proven bound %",
-                           "slot-relaxed optimum %", "mean gap %", "worst gap %", "search s"), rows)
+                           "slot-relaxed optimum %", "interval width (points)", "mean gap %", "worst gap %",
+                           f"exact gap-closed figures (≤ {EXACT_FIGURE} points)", "search s"), rows)
+    if figures[1]:
+        text += (f"\n\n{figures[0]} of {figures[1]} \"gap closed\" figures of the paper rows are exact (they move by at most "
+                 f"{EXACT_FIGURE} points between the best schedule found and the proven bound); the most uncertain moves by "
+                 f"{worst_figure[0]:.1f} points ({worst_figure[1]}).")
     below = sum(e["bound"] < e["relaxed_bound"] - 1e-9 for e in every)
     parked = [e for e in every if "parked" in e]
     starts = (f"{len(parked)} of {len(every)} episodes were searched from the parking rule's schedule too (`mara_agents/slot_hints.py`: the "

@@ -132,11 +132,13 @@ def publish(walls: dict[str, float], out: Path, command: str) -> Path:
     from benchmarks.ceilings import table as ceilings_table
     from core_env.workload import SLOT_CEILINGS_PATH
 
+    paper = json.loads((out / "paper" / "paper.json").read_text()) if (out / "paper" / "paper.json").exists() else {}
+
     if SLOT_CEILINGS_PATH.exists():
         sections.insert(0, "## ceilings\n\n`python -m benchmarks ceilings` (stored with the suites; not rerun by `all`). The K-slot ceiling "
                            "`milp-slots` per committed suite file: the best schedule found (replayed in the env) and the proven bound "
-                           "(the slot-relaxed optimum caps it); an episode is proven optimal when they meet:\n\n" + ceilings_table() + "\n")
-    payload = json.loads((out / "paper" / "paper.json").read_text()) if (out / "paper" / "paper.json").exists() else {}
+                           "(the slot-relaxed optimum caps it); an episode is proven optimal when they meet:\n\n" + ceilings_table(paper) + "\n")
+    payload = paper
     machine = payload.get("machine", report.machine())
     intro = INTRO.format(command=command, commit=report.commit(), machine=f"{machine['cpus']} CPUs ({machine['processor']}, {machine['platform']})",
                          wall=sum(walls.values()))

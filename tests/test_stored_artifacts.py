@@ -174,3 +174,19 @@ def test_ceilings_workers_beyond_the_cpus_exit_2(workers, capsys):
     assert f"--workers must be in [1, {ceilings.max_workers()}] (the CPUs this process may use), got {workers}" in capsys.readouterr().err
     with pytest.raises(ValueError, match=r"workers must be an int in \[1, "):
         ceilings.solve_slots(["id"], ["train"], workers=workers)
+
+
+def test_a_gap_closed_figure_is_exact_only_when_the_k_slot_interval_leaves_it_within_half_a_point(stored):
+    paper = {"table": {"edf": {"id/train": {"mean": 50.0}}, "good": {"id/train": {"mean": 65.0}}, "milp-slots": {"id/train": {"mean": 80.0}}},
+             "gap_closed": {"good": {"id/train": 50.0}, "milp-slots": {"id/train": 100.0}}}
+    # ceiling 80 (found) or 82 (proven bound): the row closes 50.0 % or 46.875 % of the gap: 3.125 points apart
+    assert ceilings.figure_uncertainty(paper, "id/train", 80.0, 82.0) == {"good": pytest.approx(3.125)}
+    assert ceilings.figure_uncertainty(paper, "id/train", 80.0, 80.0) == {"good": 0.0}
+    assert ceilings.figure_uncertainty(paper, "rl_ood/train", 80.0, 82.0) == {}  # no EDF there: no figure
+    text = ceilings.table(paper)
+    line = next(row for row in text.splitlines() if row.startswith("| id/train |"))
+    store = list(wl.suite_slot_ceilings("id", "train").values())
+    found, bound = (100 * sum(e[key] / e["arrived"] for e in store) / len(store) for key in ("completed", "bound"))
+    moved = abs(100 * 15 / (found - 50) - 100 * 15 / (bound - 50))
+    assert f"| {int(moved <= ceilings.EXACT_FIGURE)} of 1 |" in line
+    assert "exact gap-closed figures" in text and "\"gap closed\" figures of the paper rows are exact" in text
