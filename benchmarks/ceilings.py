@@ -99,11 +99,11 @@ def _sha(schedule: np.ndarray) -> str:
 
 
 def _solve_one(task_set: str, load: str, root: int, episode: int, n_nodes: int, n_slots: int, time_limit: float,
-               upper_bound: float, hint: np.ndarray | None, cp_workers: int):
+               upper_bound: float, hint: np.ndarray | None, cp_workers: int, parking: bool = True):
     from mara_agents.slot_ceiling import slot_ceiling
 
     return slot_ceiling(load_suite(task_set, load, root, episode), n_nodes, n_slots, time_limit, upper_bound=upper_bound,
-                        hint=hint, workers=cp_workers)
+                        hint=hint, workers=cp_workers, parking=parking)
 
 
 class _Pool:
@@ -166,13 +166,15 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
                     valid = old is not None and stored is not None and old.get("schedule_sha256") == _sha(stored)
                     if valid and _settled(old, time_limit):
                         continue
+                    parked_before = valid and "parked" in old  # searched from the parking rule already: its best is the hint
                     jobs.append(((key, array_key, old if valid else None),
                                  (task_set, load, root, episode, meta["n_nodes"], n_slots, time_limit, relaxed[(root, episode)]["bound"],
-                                  stored.astype(np.int64) if valid else None, 1 if workers > 1 else 2)))
+                                  stored.astype(np.int64) if valid else None, 1 if workers > 1 else 2, not parked_before)))
                 for (key, array_key, old), solved in tqdm(pool.results(jobs), total=len(jobs), desc=f"K-slot {task_set}/{load}", leave=False):
                     schedules[array_key] = solved.schedule.astype(np.uint16)
                     entry["episodes"][key] = {"completed": solved.completed, "bound": solved.bound, "arrived": solved.arrived, "gap": solved.gap,
-                                              "status": solved.status, "greedy": solved.greedy, "parked": solved.parked,
+                                              "status": solved.status, "greedy": solved.greedy,
+                                              "parked": old["parked"] if old is not None and "parked" in old else solved.parked,
                                               "relaxed_bound": relaxed[tuple(map(int, key.split("/")))]["bound"], "time_limit": time_limit,
                                               "seconds": round(solved.seconds + (old["seconds"] if old else 0.0), 3),
                                               "milp_seconds": round(solved.milp_seconds, 3), "schedule_sha256": _sha(schedules[array_key])}

@@ -164,10 +164,10 @@ def test_slot_ceilings_run_resumes_and_a_longer_run_starts_from_the_stored_sched
         monkeypatch.setattr(wl, name, path)
     calls, stop_after = [], [3]
 
-    def fake(workload, n_nodes, n_slots, time_limit, upper_bound=None, hint=None, workers=2):
+    def fake(workload, n_nodes, n_slots, time_limit, upper_bound=None, hint=None, workers=2, parking=True):
         if stop_after and len(calls) == stop_after[0]:
             raise KeyboardInterrupt  # stopped after 3 episodes
-        calls.append((time_limit, None if hint is None else hint.tolist()))
+        calls.append((time_limit, None if hint is None else hint.tolist(), parking))
         schedule = np.array([[0, 0]]) if hint is None else np.vstack([hint, [[1, 0]]])
         return sc.SlotCeiling(len(schedule), float(upper_bound), len(workload), 0.0, 1.0, sc.INTERVAL, schedule, 0, 0)
 
@@ -180,13 +180,14 @@ def test_slot_ceilings_run_resumes_and_a_longer_run_starts_from_the_stored_sched
     calls.clear()
     stop_after.clear()
     ceilings.solve_slots(["id"], ["train"], 5.0)
-    assert len(calls) == 37 and all(hint is None for _, hint in calls)  # only the episodes left
+    assert len(calls) == 37 and all(hint is None and parking for _, hint, parking in calls)  # only the episodes left, from every start
     assert len(wl.suite_slot_ceilings("id", "train")) == 40
     calls.clear()
     ceilings.solve_slots(["id"], ["train"], 5.0)
     assert calls == []  # every episode searched for this long already
     ceilings.solve_slots(["id"], ["train"], 20.0)  # longer: every episode again, from its stored schedule
-    assert len(calls) == 40 and all(limit == 20.0 and hint == [[0, 0]] for limit, hint in calls)
+    # searched from the parking rule before: its best is the hint, the parking starts are not solved again
+    assert len(calls) == 40 and all(limit == 20.0 and hint == [[0, 0]] and not parking for limit, hint, parking in calls)
     stored = wl.suite_slot_ceilings("id", "train")[(0, 0)]
     assert stored["completed"] == 2 and stored["time_limit"] == 20.0 and stored["seconds"] == 2.0
     store = wl.read_slot_ceilings()

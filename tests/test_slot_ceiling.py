@@ -136,6 +136,16 @@ def test_slot_ceiling_equals_exhaustive_search_through_the_simulator():
     assert binding >= 8  # the slot limit binds in many of these instances (14 of 24 when written)
 
 
+def test_a_search_resumed_from_its_stored_schedule_skips_the_parking_starts_and_keeps_the_optimum():
+    for tasks, workload, n_nodes, n_slots in small_instances(29, count=8):
+        first = slot_ceiling(workload, n_nodes, n_slots, workers=1)
+        again = slot_ceiling(workload, n_nodes, n_slots, workers=1, hint=first.schedule, parking=False)
+        assert again.completed == first.completed and again.status == OPTIMAL, tasks
+        assert again.parked == replay(workload, first.schedule, n_nodes, n_slots)["completed"]  # the hint's value stands for the starts
+    with pytest.raises(ValueError, match="parking=False needs a hint"):
+        slot_ceiling(workload, n_nodes, n_slots, parking=False)
+
+
 def test_replay_refuses_a_schedule_the_env_cannot_play():
     workload = unit_tasks((0, 3, 1), (0, 3, 1))
     with pytest.raises(ValueError, match="task 1 at step 0, but it holds no slot"):
