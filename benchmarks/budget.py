@@ -1,11 +1,14 @@
 """budget: does learning help? MARA on the posterior (``mara-post``) at growing PPO budgets against its teacher.
 
 Every snapshot under ``--snapshots`` (default ``mara_agents/checkpoints/budget``; one ``<shaping>-<env
-steps>.pt`` with its manifest ``.json``, written by ``python -m mara_agents.mat.ppo`` runs resumed from one
-budget to the next: the trainer's learning rate is constant, so a run resumed to 1 M env-steps is a 1 M-step
-run) plays the committed ``id`` suite at the training load (10 evaluation roots × 4 episodes); so does the
-teacher the snapshots were warm-started from (their manifests name it). Completion is averaged per root, and
-each snapshot is paired with the teacher by root (t-based 95% CI, exact sign-flip p).
+steps>[-s<seed>].pt`` with its manifest ``.json`` (no ``-s``: seed 0; the manifest's seed must agree), written
+by ``python -m mara_agents.mat.ppo`` runs resumed from one budget to the next: the trainer's learning rate is
+constant, so a run resumed to 1 M env-steps is a 1 M-step run) plays the committed ``id`` suite at the
+training load (10 evaluation roots × 4 episodes); so does the teacher the snapshots were warm-started from
+(their manifests name it). Completion is averaged per root, and each snapshot is paired with the teacher by
+root (t-based 95% CI, exact sign-flip p). Where a shaping and budget have several seeds, their mean is a row
+too: the seeds are averaged within each root before pairing (the evaluation root is the unit), their spread
+reported apart, and the verdict and the figure's line follow the seed means.
 
 Writes ``OUT/budget/budget.{json,md}`` and ``budget.png`` (completion against env-steps, one line per
 shaping, the teacher's level as a band), atomically. Nothing is trained here.
@@ -31,20 +34,21 @@ from core_env.generators import suite_workloads
 from core_env.suites import SUITE_EPISODES, SUITE_ROOTS
 
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "mara_agents" / "checkpoints" / "budget"
-NAME = re.compile(r"^(dense|sparse)-(\d+)$")
+NAME = re.compile(r"^(dense|sparse)-(\d+)(?:-s(\d+))?$")
 
 
-def snapshots(directory: Path) -> list[tuple[str, int, Path]]:
-    """(shaping, env-step budget, checkpoint) of every ``<shaping>-<steps>.pt`` in ``directory``, by shaping and budget."""
+def snapshots(directory: Path) -> list[tuple[str, int, int, Path]]:
+    """(shaping, env-step budget, seed, checkpoint) of every ``<shaping>-<steps>[-s<seed>].pt`` in ``directory``,
+    by shaping, budget and seed."""
     found = []
     for path in sorted(directory.glob("*.pt")):
         match = NAME.match(path.stem)
         if match is None:
-            raise ValueError(f"{path}: a budget snapshot is named <dense|sparse>-<env steps>.pt")
-        found.append((match[1], int(match[2]), path))
+            raise ValueError(f"{path}: a budget snapshot is named <dense|sparse>-<env steps>[-s<seed>].pt")
+        found.append((match[1], int(match[2]), int(match[3] or 0), path))
     if not found:
-        raise ValueError(f"no budget snapshots (<dense|sparse>-<env steps>.pt) in {directory}")
-    return sorted(found, key=lambda s: (s[0], s[1]))
+        raise ValueError(f"no budget snapshots (<dense|sparse>-<env steps>[-s<seed>].pt) in {directory}")
+    return sorted(found, key=lambda s: (s[0], s[1], s[2]))
 
 
 def per_root(agent, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, task_set: str = "id", load: str = "train") -> np.ndarray:
@@ -63,24 +67,55 @@ def run(directory: Path, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODE
     from benchmarks.agents import make_agent
     from mara_agents.mat.agent import MATAgent
 
-    found = [(shaping, steps, path, json.loads(path.with_suffix(".json").read_text())) for shaping, steps, path in snapshots(directory)]
+    found = [(shaping, steps, seed, path, json.loads(path.with_suffix(".json").read_text())) for shaping, steps, seed, path in snapshots(directory)]
     teachers = {manifest.get("teacher") for *_, manifest in found}
     if len(teachers) != 1 or None in teachers:
         raise ValueError(f"budget snapshots must share one teacher, found {sorted(map(str, teachers))}")
+    wrong = [path.name for _, _, seed, path, manifest in found if manifest.get("seed") != seed]
+    if wrong:
+        raise ValueError(f"budget snapshots {wrong}: the seed in the name (none: 0) is not the manifest's")
     teacher = teachers.pop()
     records = []
-    for shaping, steps, path, manifest in found:
+    for shaping, steps, seed, path, manifest in found:
         values = per_root(MATAgent.load(path), roots, episodes)  # verified against its manifest's sha256
         records.append({"shaping": shaping, "env_steps_budget": steps, "env_steps": int(manifest.get("env_steps", steps)),
-                        "variant": manifest.get("variant"), "seed": manifest.get("seed"), "teacher": teacher,
+                        "variant": manifest.get("variant"), "seed": seed, "teacher": teacher,
                         "sha256": manifest.get("sha256"), "per_root": values.tolist(),
                         "mean": float(values.mean()), "sd": float(values.std(ddof=1))})
     teacher_values = per_root(make_agent(teacher), roots, episodes)
     for record in records:
         record["minus_teacher"] = paired_difference(np.array(record["per_root"]), teacher_values)
+    means = seed_means(records, teacher_values)
     return {"suite": "budget", "scenario": "id/train", "roots": roots, "episodes": episodes, "teacher": teacher,
             "teacher_per_root": teacher_values.tolist(), "teacher_mean": float(teacher_values.mean()),
-            "snapshots": records, "verdict": verdict(records)}
+            "snapshots": records, "seed_means": means, "verdict": verdict(lines_of(records, means))}
+
+
+def seed_means(records: list[dict[str, Any]], teacher_values: np.ndarray) -> list[dict[str, Any]]:
+    """One record per (shaping, budget) with two or more seeds: the seeds averaged within each root, paired with
+    the teacher by root; ``seed_sd`` is the sd of the seeds' means (their spread, apart from the roots')."""
+    out = []
+    for shaping, steps in dict.fromkeys((r["shaping"], r["env_steps_budget"]) for r in records):
+        mine = [r for r in records if (r["shaping"], r["env_steps_budget"]) == (shaping, steps)]
+        if len(mine) < 2:
+            continue
+        values = np.mean([r["per_root"] for r in mine], axis=0)
+        out.append({"shaping": shaping, "env_steps_budget": steps, "seeds": [r["seed"] for r in mine], "per_root": values.tolist(),
+                    "mean": float(values.mean()), "sd": float(values.std(ddof=1)),
+                    "seed_sd": float(np.std([r["mean"] for r in mine], ddof=1)),
+                    "minus_teacher": paired_difference(values, teacher_values)})
+    return out
+
+
+def lines_of(records: list[dict[str, Any]], means: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (shaping, budget) the record the verdict and the figure's line read: the seed mean where there are
+    several seeds, else the one snapshot."""
+    averaged = {(m["shaping"], m["env_steps_budget"]): m for m in means}
+    picked = {}
+    for r in records:
+        key = (r["shaping"], r["env_steps_budget"])
+        picked.setdefault(key, averaged.get(key, r))
+    return list(picked.values())
 
 
 def verdict(records: list[dict[str, Any]]) -> str:
@@ -91,20 +126,34 @@ def verdict(records: list[dict[str, Any]]) -> str:
         d = mine[-1]["minus_teacher"]
         tail = ("above the teacher (CI above 0)" if d["ci_low"] > 0 else "below the teacher (CI below 0)" if d["ci_high"] < 0
                 else "not distinguishable from the teacher (CI spans 0)")
-        steps = ", ".join(f"{r['env_steps_budget'] / 1e6:g} M: {r['minus_teacher']['mean']:+.1f}" for r in mine)
-        lines.append(f"{shaping}: − teacher by budget {steps}; at {mine[-1]['env_steps_budget'] / 1e6:g} M env-steps "
+        steps = ", ".join(f"{r['env_steps_budget'] / 1e6:g} M{_seeds(r)}: {r['minus_teacher']['mean']:+.1f}" for r in mine)
+        lines.append(f"{shaping}: − teacher by budget {steps}; at {mine[-1]['env_steps_budget'] / 1e6:g} M env-steps{_seeds(mine[-1])} "
                      f"{d['mean']:+.1f} [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}], {tail}.")
     return " ".join(lines)
 
 
+def _seeds(record: dict[str, Any]) -> str:
+    return f" ({len(record['seeds'])} seeds)" if "seeds" in record else ""
+
+
 def summary(result: dict[str, Any]) -> str:
-    rows = [(r["shaping"], f"{r['env_steps_budget']:,}", f"{r['mean']:.1f} ± {r['sd']:.1f}",
-             f"{r['minus_teacher']['mean']:+.1f} [{r['minus_teacher']['ci_low']:+.1f}, {r['minus_teacher']['ci_high']:+.1f}]",
-             f"{r['minus_teacher']['p_value']:.4f}") for r in result["snapshots"]]
-    rows.append(("teacher: " + result["teacher"], "—", f"{result['teacher_mean']:.1f} ± {np.std(result['teacher_per_root'], ddof=1):.1f}", "", ""))
-    return "\n".join([f"MARA on the posterior (mara-post, seed 0) against env-steps of PPO, {result['scenario']}, "
-                      f"{result['roots']} evaluation roots (completion %, mean ± sd over roots; − teacher paired by root, t-based 95% CI):", "",
-                      markdown_table(("shaping", "env-steps", "completion %", "− teacher", "p"), rows), "", result["verdict"]])
+    def row(r: dict[str, Any], seeds: str) -> tuple[str, ...]:
+        d = r["minus_teacher"]
+        return (r["shaping"], f"{r['env_steps_budget']:,}", seeds, f"{r['mean']:.1f} ± {r['sd']:.1f}",
+                f"{d['mean']:+.1f} [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}]", f"{d['p_value']:.4f}")
+
+    rows = []
+    for r in result["snapshots"]:
+        rows.append(row(r, str(r["seed"])))
+        for m in result.get("seed_means", []):
+            last = [s for s in result["snapshots"] if (s["shaping"], s["env_steps_budget"]) == (m["shaping"], m["env_steps_budget"])][-1]
+            if last is r:
+                rows.append(row(m, f"mean of {len(m['seeds'])} (seed sd {m['seed_sd']:.1f})"))
+    rows.append(("teacher: " + result["teacher"], "—", "—", f"{result['teacher_mean']:.1f} ± {np.std(result['teacher_per_root'], ddof=1):.1f}", "", ""))
+    return "\n".join([f"MARA on the posterior (mara-post) against env-steps of PPO, {result['scenario']}, "
+                      f"{result['roots']} evaluation roots (completion %, mean ± sd over roots; − teacher paired by root, t-based 95% CI; "
+                      "several seeds are averaged within each root before pairing):", "",
+                      markdown_table(("shaping", "env-steps", "seed", "completion %", "− teacher", "p"), rows), "", result["verdict"]])
 
 
 def figure(result: dict[str, Any]) -> bytes:
@@ -119,14 +168,19 @@ def figure(result: dict[str, Any]) -> bytes:
     half = 1.96 * teacher.std(ddof=1) / np.sqrt(teacher.size)
     ax.axhspan(teacher.mean() - half, teacher.mean() + half, color="grey", alpha=0.25, label=f"teacher ({result['teacher']})")
     ax.axhline(teacher.mean(), color="grey")
+    line = lines_of(result["snapshots"], result.get("seed_means", []))
     for shaping, marker in (("dense", "o"), ("sparse", "s")):
-        mine = [r for r in result["snapshots"] if r["shaping"] == shaping]
+        mine = [r for r in line if r["shaping"] == shaping]
         if not mine:
             continue
         x = [r["env_steps_budget"] for r in mine]
         y = [r["mean"] for r in mine]
         err = [1.96 * r["sd"] / np.sqrt(len(r["per_root"])) for r in mine]
-        ax.errorbar(x, y, yerr=err, marker=marker, capsize=3, label=f"mara-post, {shaping} shaping")
+        drawn = ax.errorbar(x, y, yerr=err, marker=marker, capsize=3, label=f"mara-post, {shaping} shaping (seed mean where several)")
+        seeds = [r for r in result["snapshots"] if r["shaping"] == shaping]
+        if len(seeds) > len(mine):
+            ax.scatter([r["env_steps_budget"] for r in seeds], [r["mean"] for r in seeds], marker=marker, s=14, facecolors="none",
+                       edgecolors=drawn.lines[0].get_color(), label=f"{shaping}: each seed")
     ax.set_xscale("log")
     ax.set_xlabel("PPO env-steps (log scale)")
     ax.set_ylabel(f"completion % ({result['scenario']}, {result['roots']} roots)")
@@ -140,7 +194,7 @@ def figure(result: dict[str, Any]) -> bytes:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks budget", description=__doc__.splitlines()[0])
-    parser.add_argument("--snapshots", type=Path, default=SNAPSHOTS, help=f"directory of <shaping>-<steps>.pt snapshots (default {SNAPSHOTS})")
+    parser.add_argument("--snapshots", type=Path, default=SNAPSHOTS, help=f"directory of <shaping>-<steps>[-s<seed>].pt snapshots (default {SNAPSHOTS})")
     parser.add_argument("--roots", type=int, default=SUITE_ROOTS, help=f"evaluation roots (default {SUITE_ROOTS})")
     parser.add_argument("--episodes", type=int, default=SUITE_EPISODES, help=f"episodes per root (default {SUITE_EPISODES})")
     add_out(parser)

@@ -91,14 +91,14 @@ class EnvBatch:
         self._history = H = config.history
         self._obs_shape = (B, N, features.obs_dim(K, H))
         self._mask_shape = (B, N, K + 1)
-        self._scratch = np.empty((1, self._obs_shape[2] - features.NODE_FEATURES), np.float32)  # one env's shared row, while observing
+        self._unshared = np.empty((0, self._obs_shape[2] - features.NODE_FEATURES), np.float32)  # the per-node fill's unread `shared`
         # the statistics (counts, rates, flags: Simulator.statistics), filled by a step with infos=True or when
         # read; read in place as lists (statistics_lists), or handed out (statistics, infos) and then replaced
         self._statistics = self._new_statistics()
         self._statistics_current = False
         self._columns: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # views of env b's column of each
         # buffers that hold no environment: the parts of a step's fill that were not asked for
-        self._no_observation = (H, False, np.empty((0, N, self._obs_shape[2]), np.float32), self._scratch, np.empty((0, N, K + 1), np.int8))
+        self._no_observation = (H, False, np.empty((0, N, self._obs_shape[2]), np.float32), self._unshared, np.empty((0, N, K + 1), np.int8))
         self._no_statistics = (np.empty((INFO_ROWS, 0), np.int64), np.empty((len(RATES), 0)), np.empty((2, 0, N), np.int64))
 
     def seed(self, seed: int | Sequence[int | None] | None, envs: Sequence[int] | None = None) -> None:
@@ -178,7 +178,7 @@ class EnvBatch:
             sim.advance(actions, None, (self._history, True, *observed_compact) + statistics)
         elif observe:
             observed = obs, mask = np.empty(self._obs_shape, np.float32), np.empty(self._mask_shape, np.int8)
-            sim.advance(actions, None, (self._history, False, obs, self._scratch, mask) + statistics)
+            sim.advance(actions, None, (self._history, False, obs, self._unshared, mask) + statistics)
         elif infos:
             sim.advance(actions, None, self._no_observation + statistics)
         else:
@@ -208,7 +208,7 @@ class EnvBatch:
             observed, self._observed = self._observed, None
             return observed
         obs, mask = np.empty(self._obs_shape, np.float32), np.empty(self._mask_shape, np.int8)
-        self.sim.observe(self._history, False, obs, self._scratch, mask)
+        self.sim.observe(self._history, False, obs, self._unshared, mask)
         return obs, mask
 
     def observe_compact(self) -> dict[str, np.ndarray]:

@@ -7,7 +7,8 @@ loops over environments, compiled without reference counting (:data:`core_env.ji
 per-environment rules inlined into them:
 
 * :func:`step` — every live env's step with the curve task source, and the team rewards
-  (:func:`step_arrays`, which the simulator's step that also observes calls on the same arrays);
+  (:func:`step_arrays`, which the simulator's step that also observes calls on the same arrays; it first
+  hints the memory the step will read at random, :func:`prefetch_step`, which changes no value);
 * :func:`start_step` / :func:`end_step` — the same step in two halves around the reports, for a task
   source outside compiled code (:meth:`core_env.sim.Simulator.step` with ``source=``): the rules are the
   same functions, so the two paths cannot drift apart (tested step for step).
@@ -24,8 +25,8 @@ from numba import types
 from numba.experimental import structref
 
 from core_env import rules
-from core_env.jit import compiled, unowned
-from core_env.state import ARRAYS, Arrays, EnvFlag
+from core_env.jit import compiled, inlined, prefetch, unowned
+from core_env.state import ARRAYS, Arrays, EnvFlag, EnvRow, ParamFloat, SlotFloat, SlotInt
 
 OK, OUT_OF_RANGE, STRICT_INVALID = rules.OK, rules.OUT_OF_RANGE, rules.STRICT_INVALID
 
@@ -52,6 +53,37 @@ def arrays_of(s):
                   s.nodes, s.served, s.cum, s.slope)
 
 
+@inlined
+def prefetch_step(actions, a):
+    """Before the loop over environments: a :func:`core_env.jit.prefetch` hint for the memory the step
+    reads at random, so that its loads overlap instead of each waiting in turn: the curve bank's entries
+    each chosen task's report will read (at the position its batches should reach: the estimate may be
+    off, a hint changes no value), and the per-task rows of the tasks that arrive at the next ``t``.
+    Reads state only."""
+    K = a.served.shape[1]
+    switch_cost = a.params_f[ParamFloat.SWITCH_COST]
+    for b in range(actions.shape[0]):
+        if a.flags[EnvFlag.DONE, b]:
+            continue
+        for n in range(actions.shape[1]):
+            action = actions[b, n]
+            if action > 0 and a.choices[b, action]:
+                i = b * K + action - 1
+                x = a.floats[i, SlotFloat.BATCHES_PER_STEP] * a.speeds[n]
+                if switch_cost > 0.0 and a.ints[i, SlotInt.STEPS] > 0 and a.node_slot[b, n] != action - 1:
+                    x = x * (1.0 - switch_cost)
+                x = a.floats[i, SlotFloat.PROGRESS] + x
+                if x >= 0.0:  # (not NaN) the entry rules.integral reads, below the plateau
+                    at = a.ints[i, SlotInt.CUM_START] + np.int64(min(x, float(a.ints[i, SlotInt.LENGTH])))
+                    prefetch(a.cum, at)
+                    prefetch(a.slope, at)
+        if a.env[EnvRow.NEXT_ARRIVAL, b] <= a.env[EnvRow.T, b] + 1:  # rules.admit_arrivals will copy this task in
+            row = a.env[EnvRow.TASK_BASE, b] + a.env[EnvRow.NEXT_TASK, b]
+            prefetch(a.task_ints, row)
+            prefetch(a.task_ints, row + 1)  # (the row after it: the next arrival step)
+            prefetch(a.task_floats, row)
+
+
 @unowned
 def step_arrays(actions, a):
     """One step of every live environment and the team rewards. Returns (code, flat node index) from
@@ -59,6 +91,7 @@ def step_arrays(actions, a):
     code, where = rules.begin_step(actions, a)
     if code != OK:
         return code, where
+    prefetch_step(actions, a)
     for b in range(actions.shape[0]):
         rules.step_env(b, actions, a)
     return OK, -1

@@ -93,13 +93,54 @@ def shared_row(b, t, arrival_steps, n_active, ints, floats, slot_flags, choices,
     """Env b's global features and slot table into ``out`` (3 + K·F, any float dtype), clipped. The last H
     log losses come from the simulator's ``recent`` ring when H fits it, else from the full ``history``."""
     K = slot_flags.shape[2]
-    F = SLOT_BASE + H + 1
     T = float(arrival_steps[b])
     now = t[b]
     out[0] = _bounded(now / T)
     out[1] = _bounded(max(T - now, 0.0) / T)
     out[2] = _bounded(n_active[b] / K)
-    ring = H <= recent.shape[2]
+    if H <= recent.shape[2]:
+        _slots_from_ring(b, now, ints, floats, slot_flags, choices, recent, H, out)
+    else:
+        _slots_from_history(b, now, ints, floats, slot_flags, choices, history, recent, H, out)
+
+
+@inlined
+def _slots_from_ring(b, now, ints, floats, slot_flags, choices, recent, H, out):
+    """:func:`shared_row`'s slot table when the last H log losses are in the ``recent`` ring. Every feature
+    of every slot is written (zero where the slot is empty, or before the reports it would show), each as a
+    choice between its value and 0 rather than behind a branch: the same numbers as
+    :func:`_slots_from_history`, without a misprediction per slot."""
+    K = slot_flags.shape[2]
+    F = SLOT_BASE + H + 1
+    for k in range(K):
+        present = choices[b, k + 1]
+        row = GLOBAL_FEATURES + k * F
+        i = b * K + k
+        steps = ints[i, SlotInt.STEPS]
+        log_target = floats[i, SlotFloat.LOG_TARGET]
+        last = recent[b, k, 0]  # (the ring has >= 1 column: config.history >= 1)
+        reported = present and steps > 0
+        out[row + PRESENT] = 1.0 if present else 0.0
+        out[row + AGE] = _bounded((now - ints[i, SlotInt.ARRIVAL]) / TIME_SCALE) if present else 0.0
+        out[row + STEPS_TO_DEADLINE] = _bounded((ints[i, SlotInt.DEADLINE] - now) / TIME_SCALE) if present else 0.0
+        out[row + NODE_STEPS] = _bounded(steps / TIME_SCALE) if present else 0.0
+        # log losses need no clipping: losses are floored at LOSS_FLOOR and float64, so |log| < 710 < OBS_BOUND
+        out[row + LAST_LOG_LOSS] = last if reported else 0.0
+        out[row + LOG_TARGET] = log_target if present else 0.0
+        out[row + LOG_GAP] = last - log_target if reported else 0.0
+        known = min(steps, H) if present else 0  # the last H reported log losses, most recent first
+        start = row + HISTORY_START
+        for j in range(H):
+            out[start + j] = recent[b, k, j] if j < known else 0.0
+        out[row + F - 1] = 1.0 if present and slot_flags[SlotFlag.SERVED_LAST, b, k] else 0.0
+
+
+@inlined
+def _slots_from_history(b, now, ints, floats, slot_flags, choices, history, recent, H, out):
+    """:func:`shared_row`'s slot table for an H longer than the ``recent`` ring: the log losses are taken
+    from the full loss ``history`` (the latest from the ring)."""
+    K = slot_flags.shape[2]
+    F = SLOT_BASE + H + 1
     out[GLOBAL_FEATURES:] = 0.0  # empty slots, and history entries before a task's first reports, stay zero
     for k in range(K):
         if not choices[b, k + 1]:
@@ -112,20 +153,14 @@ def shared_row(b, t, arrival_steps, n_active, ints, floats, slot_flags, choices,
         out[row + AGE] = _bounded((now - ints[i, SlotInt.ARRIVAL]) / TIME_SCALE)
         out[row + STEPS_TO_DEADLINE] = _bounded((ints[i, SlotInt.DEADLINE] - now) / TIME_SCALE)
         out[row + NODE_STEPS] = _bounded(steps / TIME_SCALE)
-        # log losses need no clipping: losses are floored at LOSS_FLOOR and float64, so |log| < 710 < OBS_BOUND
         out[row + LOG_TARGET] = log_target
         if steps > 0:
             last = recent[b, k, 0]
             out[row + LAST_LOG_LOSS] = last
             out[row + LOG_GAP] = last - log_target
-        known = min(steps, H)  # the last H reported log losses, most recent first
         start = row + HISTORY_START
-        if ring:
-            for j in range(known):
-                out[start + j] = recent[b, k, j]
-        else:
-            for j in range(known):
-                out[start + j] = np.log(max(history[b, k, steps - 1 - j], LOSS_FLOOR))
+        for j in range(min(steps, H)):
+            out[start + j] = np.log(max(history[b, k, steps - 1 - j], LOSS_FLOOR))
         if slot_flags[SlotFlag.SERVED_LAST, b, k]:
             out[row + F - 1] = 1.0
 
@@ -163,14 +198,16 @@ def mask_rows(b, choices, mask):
 
 
 @inlined
-def observe_env(b, a, H, obs, mask, scratch):
-    """Env b's (N, D) per-node observations (the shared part copied to every node) and masks; ``scratch``
-    is a row of D - 3 (copies from another array need no temporary)."""
-    env_shared(b, a, H, scratch)
+def observe_env(b, a, H, obs, mask):
+    """Env b's (N, D) per-node observations and masks: the shared part is written once, into node 0's
+    row, and copied from there to the other nodes (element by element: a slice copy within one array
+    would go through a temporary; and indexed ``NODE_FEATURES + j`` for j from 0: written with j over
+    ``range(NODE_FEATURES, D)`` the compiled copy took twice as long)."""
+    env_shared(b, a, H, obs[b, 0, NODE_FEATURES:])
     N, D = obs.shape[1], obs.shape[2]
-    for n in range(N):
+    for n in range(1, N):
         for j in range(D - NODE_FEATURES):
-            obs[b, n, NODE_FEATURES + j] = scratch[j]
+            obs[b, n, NODE_FEATURES + j] = obs[b, 0, NODE_FEATURES + j]
     node_rows(b, a.served.shape[1], a.speeds, a.node_slot, obs)
     mask_rows(b, a.choices, mask)
 
@@ -205,10 +242,10 @@ def fill_masks(choices, mask):
 
 
 @unowned
-def fill_observations(a, H, obs, mask, scratch):
+def fill_observations(a, H, obs, mask):
     """(B, N, D) per-node observations and (B, N, K + 1) masks (:func:`observe_env` for every env)."""
     for b in range(obs.shape[0]):
-        observe_env(b, a, H, obs, mask, scratch)
+        observe_env(b, a, H, obs, mask)
 
 
 @unowned
@@ -227,7 +264,7 @@ def shared_of(s, H, out):
 @compiled
 def observations_of(s, H, obs, mask):
     """:func:`fill_observations` from a simulator's :class:`core_env.dynamics.State`."""
-    fill_observations(dynamics.arrays_of(s), H, obs, mask, np.empty(obs.shape[2] - NODE_FEATURES, obs.dtype))
+    fill_observations(dynamics.arrays_of(s), H, obs, mask)
 
 
 @compiled

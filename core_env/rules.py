@@ -237,8 +237,15 @@ def complete(b, a):
             done += 1
     a.counts[Outcome.COMPLETED, b] = done
     a.env[EnvRow.COMPLETED, b] += done
-    for k in range(K):  # completed tasks left their slot
-        a.slot_flags[SlotFlag.SERVED_LAST, b, k] = a.served[b, k] and a.choices[b, k + 1]
+    # served last: the slots served this step (the nodes' chosen slots) whose task is still there (completed
+    # tasks left their slot). Read through the nodes' choices, not as a (K,) row of ``served``: that row was
+    # just written byte by byte, and a vector load of it waits for those stores to drain.
+    for k in range(K):
+        a.slot_flags[SlotFlag.SERVED_LAST, b, k] = False
+    for n in range(a.chosen.shape[1]):
+        k = a.chosen[b, n]
+        if k >= 0:
+            a.slot_flags[SlotFlag.SERVED_LAST, b, k] = a.choices[b, k + 1]
     for n in range(a.chosen.shape[1]):  # what the next step's switches are judged by
         a.node_slot[b, n] = a.chosen[b, n]
 

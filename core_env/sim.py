@@ -95,11 +95,12 @@ def fill_statistics(env, potential, nodes, first, counts, rates, flags):
     arrived, 0 before an arrival), the node utilization (busy node-steps per node-step, t counted from 1)
     and Φ(s) (:data:`RATES`), ``flags`` (2, C, N) int64 the last step's conflict and invalid-action flags
     (zeros after a reset). Named by :func:`statistics_dict`."""
-    N = flags.shape[2]
-    for c in range(counts.shape[1]):
+    N, C = flags.shape[2], counts.shape[1]
+    for r in range(counts.shape[0]):  # row by row: each a contiguous copy
+        for c in range(C):
+            counts[r, c] = env[r, first + c]
+    for c in range(C):
         b = first + c
-        for r in range(counts.shape[0]):
-            counts[r, c] = env[r, b]
         rates[0, c] = completion_rate(env[EnvRow.COMPLETED, b], env[EnvRow.ARRIVED, b])
         rates[1, c] = node_utilization(env[EnvRow.BUSY_NODE_STEPS, b], N, env[EnvRow.T, b])
         rates[2, c] = potential[b]
@@ -111,13 +112,13 @@ def fill_statistics(env, potential, nodes, first, counts, rates, flags):
 @unowned
 def observe_arrays(a, H, compact, rows, shared, mask):
     """Every environment's observation from the state's arrays ``a``, with :mod:`core_env.features`:
-    per-node (``rows`` (B, N, D) observations, ``shared`` a (1, D − 3) scratch row) or ``compact``
-    (``rows`` (B, N, 3) node features, ``shared`` (B, 3 + K·F)); ``mask`` (B, N, K + 1). Nothing when
-    ``rows`` holds no environment."""
+    per-node (``rows`` (B, N, D) observations; ``shared`` is not read) or ``compact`` (``rows`` (B, N, 3)
+    node features, ``shared`` (B, 3 + K·F)); ``mask`` (B, N, K + 1). Nothing when ``rows`` holds no
+    environment."""
     if compact:
         features.fill_compact(a, H, rows, shared, mask)
     else:
-        features.fill_observations(a, H, rows, mask, shared[0])
+        features.fill_observations(a, H, rows, mask)
 
 
 @compiled
@@ -492,7 +493,7 @@ class Simulator:
     # ------------------------------------------------------------------ observations and statistics
     def observe(self, H: int, compact: bool, rows: np.ndarray, shared: np.ndarray, mask: np.ndarray) -> None:
         """Every environment's observation as the state stands (:func:`observe_arrays`: per-node ``rows``
-        (B, N, D) with ``shared`` a (1, D − 3) scratch row, or ``compact`` ``rows`` (B, N, 3) and
+        (B, N, D) (``shared``, any 2-d array, is not read), or ``compact`` ``rows`` (B, N, 3) and
         ``shared`` (B, 3 + K·F); ``mask`` (B, N, K + 1)), for the loss history H."""
         observe_state(self._state, H, compact, rows, shared, mask)
 

@@ -13,10 +13,12 @@ from mara_agents.mat.agent import save_policy
 from mara_agents.mat.model import MATConfig, MATModel
 
 
-def _snapshot(directory, name: str, teacher: str = "edf", seed: int = 0) -> None:
+def _snapshot(directory, name: str, teacher: str = "edf", seed: int = 0, manifest_seed: int | None = None) -> None:
     torch.manual_seed(seed)
+    stated = int(name.split("-s")[1]) if "-s" in name else 0
     save_policy(MATModel(MATConfig(predictor=None, d_model=16, n_heads=2, history=8)), directory / f"{name}.pt",
-                {"variant": "mat", "seed": 0, "teacher": teacher, "env_steps": int(name.split("-")[1])})
+                {"variant": "mat", "seed": stated if manifest_seed is None else manifest_seed, "teacher": teacher,
+                 "env_steps": int(name.split("-")[1])})
 
 
 def test_the_suite_pairs_every_snapshot_with_its_teacher_by_root(tmp_path):
@@ -35,6 +37,25 @@ def test_the_suite_pairs_every_snapshot_with_its_teacher_by_root(tmp_path):
     assert (tmp_path / "out" / "budget" / "budget.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_several_seeds_of_one_budget_are_averaged_within_each_root_before_pairing(tmp_path, capsys):
+    _snapshot(tmp_path, "dense-1000", seed=3)
+    _snapshot(tmp_path, "dense-4000", seed=4)
+    _snapshot(tmp_path, "dense-4000-s1", seed=5)
+    _snapshot(tmp_path, "dense-4000-s2", seed=6)
+    assert budget.main(["--snapshots", str(tmp_path), "--roots", "2", "--episodes", "1", "--out", str(tmp_path / "out")]) == 0
+    result = json.loads((tmp_path / "out" / "budget" / "budget.json").read_text())
+    assert [(r["env_steps_budget"], r["seed"]) for r in result["snapshots"]] == [(1000, 0), (4000, 0), (4000, 1), (4000, 2)]
+    [mean] = result["seed_means"]
+    assert mean["env_steps_budget"] == 4000 and mean["seeds"] == [0, 1, 2] and mean["minus_teacher"]["n"] == 2  # roots, not seeds x roots
+    np.testing.assert_allclose(mean["per_root"], np.mean([r["per_root"] for r in result["snapshots"][1:]], axis=0))
+    assert mean["seed_sd"] == pytest.approx(np.std([r["mean"] for r in result["snapshots"][1:]], ddof=1))
+    assert "0.004 M (3 seeds)" in result["verdict"] and "mean of 3" in (tmp_path / "out" / "budget" / "budget.md").read_text()
+    _snapshot(tmp_path, "dense-8000-s4", manifest_seed=0)
+    with pytest.raises(SystemExit) as stop:
+        budget.main(["--snapshots", str(tmp_path), "--roots", "2", "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2 and "dense-8000-s4.pt" in capsys.readouterr().err
+
+
 def test_bad_snapshot_directories_exit_2_naming_the_problem(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         budget.main(["--snapshots", str(tmp_path), "--out", str(tmp_path)])
@@ -42,7 +63,7 @@ def test_bad_snapshot_directories_exit_2_naming_the_problem(tmp_path, capsys):
     (tmp_path / "half-way.pt").write_bytes(b"x")
     with pytest.raises(SystemExit) as stop:
         budget.main(["--snapshots", str(tmp_path), "--out", str(tmp_path)])
-    assert stop.value.code == 2 and "<dense|sparse>-<env steps>.pt" in capsys.readouterr().err
+    assert stop.value.code == 2 and "<dense|sparse>-<env steps>[-s<seed>].pt" in capsys.readouterr().err
     (tmp_path / "half-way.pt").unlink()
     _snapshot(tmp_path, "dense-10", teacher="edf")
     _snapshot(tmp_path, "dense-20", teacher="fifo")
