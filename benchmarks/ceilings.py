@@ -28,7 +28,8 @@ solver needed). The files are rewritten atomically after every episode, so an in
 where it stopped; episodes of a suite file whose checksum changed are solved again. A later run with a
 larger ``--slot-time-limit`` searches again every K-slot episode not proven optimal that was searched for
 less time, or searched before the MILP existed (no ``milp_seconds`` value), starting from its stored
-schedule too, and keeps the best: stored values only improve. ``--workers W`` searches W episodes at once,
+schedule too (an episode searched from the parking rule's starts before skips them: its stored schedule is
+their best or better), and keeps the best: stored values only improve. ``--workers W`` searches W episodes at once,
 at most :func:`max_workers` (the CPUs this process may use: each search is CPU-bound and timed, so more workers
 than CPUs would only shorten every search).
 """
