@@ -364,7 +364,12 @@ def memory_per_env(batch_size: int = 64) -> dict[str, float]:
     return {"state_bytes": state / batch_size, "per_node_observation_bytes": per_node / batch_size, "compact_observation_bytes": compact / batch_size}
 
 
-def decision_times(rows: Sequence[str] = QUICK_ROWS) -> dict[str, dict[str, float]]:
+#: Rows whose decision time is measured: the quick rows and the posterior index rule on fm+pfn with the
+#: curve-free prior (issue 48's decision-time target is set on the index rule).
+DECISION_ROWS = (*QUICK_ROWS, "index:fm+pfn,deadline_pct=0,explore=0,prior=1")
+
+
+def decision_times(rows: Sequence[str] = DECISION_ROWS) -> dict[str, dict[str, float]]:
     """Per agent row: median and mean milliseconds of one joint decision (``act``, B = 1) over an episode.
 
     Torch runs with one thread here, as in benchmark cells: intra-op threads on tensors this small only
