@@ -182,6 +182,9 @@ def figure(result: dict[str, Any]) -> bytes:
             ax.scatter([r["env_steps_budget"] for r in seeds], [r["mean"] for r in seeds], marker=marker, s=14, facecolors="none",
                        edgecolors=drawn.lines[0].get_color(), label=f"{shaping}: each seed")
     ax.set_xscale("log")
+    budgets = sorted({r["env_steps_budget"] for r in result["snapshots"]})
+    ax.set_xticks(budgets, [f"{b / 1e6:g} M" for b in budgets])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # only the budgets are labelled: no overlapping minor labels
     ax.set_xlabel("PPO env-steps (log scale)")
     ax.set_ylabel(f"completion % ({result['scenario']}, {result['roots']} roots)")
     ax.set_title("Does learning help? MARA on the posterior vs its teacher")
