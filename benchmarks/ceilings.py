@@ -1,6 +1,6 @@
 """ceilings: the offline optima of every committed evaluation episode, stored with the suites.
 
-``python -m benchmarks ceilings [--time-limit S] [--slot-time-limit S] [--only relaxed|slots] [--task-sets ...] [--loads ...]``
+``python -m benchmarks ceilings [--time-limit S] [--slot-time-limit S] [--only relaxed|slots|slot-bounds] [--task-sets ...] [--loads ...]``
 
 1. **Slot-relaxed** (``milp`` row, an upper bound): :func:`mara_agents.bounds.milp_ceiling` (unit-speed
    nodes, K-slot limit dropped) per episode, into ``core_env/data/suites/ceilings.json``: per suite file,
@@ -13,6 +13,11 @@
    parking rule's schedules, the search's starts; the time limit and seconds) and the schedules themselves into ``slot_schedules.npz`` (one (S, 2)
    uint16 array of (step, task) services per episode, its sha256 in the JSON), so the stored value can be
    replayed in the env (tests/test_slot_ceiling.py does).
+
+3. **LP bounds** (``--only slot-bounds``, :func:`tighten_slot_bounds`): the LP relaxation of the exact slot
+   program (interior point, :func:`mara_agents.slot_milp.slot_lp_bound`) for every stored K-slot interval:
+   a proof below the slot-relaxed optimum where the slots bind, also where the search's branch and cut never
+   finished its root (load x2); it lowers ``bound`` and stays through later searches.
 
 The three files' sha256 go into ``slot_manifest.json`` beside them, written with them (:func:`write_stored`;
 Ctrl-C waits until a file and the manifest are both written).
@@ -108,12 +113,13 @@ def _solve_one(task_set: str, load: str, root: int, episode: int, n_nodes: int, 
 
 
 class _Pool:
-    """:func:`_solve_one` over jobs, in this process (one worker) or in a process pool, yielding each job's
+    """``run`` (default :func:`_solve_one`) over jobs, in this process (one worker) or in a process pool, yielding each job's
     tag and result as it ends."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, run=_solve_one) -> None:
         from concurrent.futures import ProcessPoolExecutor
 
+        self.run = run
         self.pool = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
 
     def __enter__(self) -> _Pool:
@@ -127,9 +133,9 @@ class _Pool:
         from concurrent.futures import as_completed
 
         if self.pool is None:
-            yield from ((tag, _solve_one(*args)) for tag, args in jobs)
+            yield from ((tag, self.run(*args)) for tag, args in jobs)
             return
-        futures = {self.pool.submit(_solve_one, *args): tag for tag, args in jobs}
+        futures = {self.pool.submit(self.run, *args): tag for tag, args in jobs}
         yield from ((futures[done], done.result()) for done in as_completed(futures))
 
 
@@ -179,6 +185,58 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
                                               "relaxed_bound": relaxed[tuple(map(int, key.split("/")))]["bound"], "time_limit": time_limit,
                                               "seconds": round(solved.seconds + (old["seconds"] if old else 0.0), 3),
                                               "milp_seconds": round(solved.milp_seconds, 3), "schedule_sha256": _sha(schedules[array_key])}
+                    if old is not None and "lp_bound" in old:  # a proof already stored stays, whatever this search proved
+                        _lower_bound(entry["episodes"][key], old["lp_bound"], old["lp_seconds"], old["lp_time_limit"])
+                    write_slot_files(store, schedules)
+    return store
+
+
+def _bound_one(task_set: str, load: str, root: int, episode: int, n_nodes: int, n_slots: int, time_limit: float):
+    from mara_agents.slot_milp import slot_lp_bound
+
+    return slot_lp_bound(load_suite(task_set, load, root, episode), n_nodes, n_slots, time_limit)
+
+
+def _lower_bound(episode: dict, lp_bound: float | None, seconds: float, time_limit: float) -> None:
+    """Record an LP bound (None: not reached in ``time_limit``) in a stored K-slot episode and lower its bound
+    to it where it is smaller (gap and status follow)."""
+    episode.update(lp_seconds=round(seconds, 3), lp_time_limit=time_limit)
+    if lp_bound is None:
+        return
+    if lp_bound < episode["completed"]:
+        raise RuntimeError(f"the LP bound {lp_bound} is below a replayed schedule's {episode['completed']} completions (a modelling error)")
+    episode["lp_bound"] = lp_bound
+    if lp_bound < episode["bound"]:
+        episode["bound"] = lp_bound
+        episode["gap"] = (lp_bound - episode["completed"]) / max(lp_bound, 1.0)
+        episode["status"] = "optimal" if episode["completed"] >= lp_bound else "interval"
+
+
+def tighten_slot_bounds(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS), time_limit: float = SLOT_TIME_LIMIT,
+                        workers: int = 1) -> dict:
+    """Lower the upper end of every stored K-slot interval of the given suites to the LP relaxation of the exact
+    program (:func:`mara_agents.slot_milp.slot_lp_bound`, at most ``time_limit`` seconds per episode; ``lp_bound``,
+    ``lp_seconds``, ``lp_time_limit`` in the episode's entry), where the search's bound is the slot-relaxed optimum
+    because HiGHS's branch and cut never finished its root (load x2) or never ran. Resumable: an episode with an
+    LP bound, or tried with at least ``time_limit``, is skipped; stored schedules are not touched. Needs the K-slot
+    ceilings of the suites (``--only slots`` first); returns the JSON's content."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= max_workers():
+        raise ValueError(f"workers must be an int in [1, {max_workers()}] (the CPUs this process may use), got {workers!r}")
+    store = read_slot_ceilings(SLOT_CEILINGS_PATH)
+    schedules = read_slot_schedules(SLOT_SCHEDULES_PATH)
+    with _Pool(workers, _bound_one) as pool:
+        for load in loads:
+            for task_set in task_sets:
+                name = suite_path(task_set, load).name
+                entry = store.get(name)
+                if entry is None or entry.get("sha256") != suite_sha256(task_set, load):
+                    raise ValueError(f"{SLOT_CEILINGS_PATH} has no K-slot ceilings of the committed {name}; run "
+                                     f"`python -m benchmarks ceilings --only slots --task-sets {task_set} --loads {load}` first")
+                jobs = [(key, (task_set, load, *map(int, key.split("/")), entry["n_nodes"], entry["n_slots"], time_limit))
+                        for key, episode in entry["episodes"].items()
+                        if episode["status"] != "optimal" and "lp_bound" not in episode and episode.get("lp_time_limit", 0.0) < time_limit]
+                for key, (bound, seconds) in tqdm(pool.results(jobs), total=len(jobs), desc=f"LP bound {task_set}/{load}", leave=False):
+                    _lower_bound(entry["episodes"][key], bound, seconds, time_limit)
                     write_slot_files(store, schedules)
     return store
 
@@ -278,6 +336,11 @@ def table(paper: dict | None = None) -> str:
                  f"{EXACT_FIGURE} points between the best schedule found and the proven bound); the most uncertain moves by "
                  f"{worst_figure[0]:.1f} points ({worst_figure[1]}).")
     below = sum(e["bound"] < e["relaxed_bound"] - 1e-9 for e in every)
+    by_lp = [e for e in every if "lp_bound" in e]
+    lp_text = (f" ({sum(e['bound'] == e['lp_bound'] < e['relaxed_bound'] for e in by_lp)} of them by the LP relaxation of the exact "
+               f"program alone, `--only slot-bounds`: {len(by_lp)} episodes, {np.median([e['lp_seconds'] for e in by_lp]):.0f} s median, "
+               f"{np.mean([e['relaxed_bound'] - e['lp_bound'] for e in by_lp]):.1f} completions below the slot-relaxed optimum on average)"
+               if by_lp else "")
     parked = [e for e in every if "parked" in e]
     starts = (f"{len(parked)} of {len(every)} episodes were searched from the parking rule's schedule too (`mara_agents/slot_hints.py`: the "
               "slot-relaxed optimum's tasks, each one's last service held back until a chosen arrival needs its slot, so that slots stay "
@@ -300,7 +363,7 @@ def table(paper: dict | None = None) -> str:
     return (text + f"\n\n{sum(e['gap'] <= PROVEN_GAP for e in every)} of {len(every)} episodes within {100 * PROVEN_GAP:.1f} % of their proven bound "
             f"({verdict}); searched {sum(e['seconds'] for e in every) / 60:.0f} min in all (time limits {limits} per episode, "
             f"summed over runs in the search s column). {starts}{exact}A bound below the slot-relaxed optimum was proven on {below} of "
-            f"{len(every)} episodes; elsewhere the upper end of an interval is that optimum. The episodes left as intervals were searched "
+            f"{len(every)} episodes{lp_text}; elsewhere the upper end of an interval is that optimum. The episodes left as intervals were searched "
             "without the MILP or ran out of time in it; whether their optimum also sits at the upper end was not measured. For a row above "
             "EDF, the share of the gap closed against `milp-slots` can overstate its true share by up to the interval's width, most at the "
             "heavier loads; the share against `milp` is the lower end.")
@@ -330,7 +393,9 @@ def main(argv: Sequence[str] = ()) -> int:
     parser.add_argument("--slot-time-limit", type=float, default=SLOT_TIME_LIMIT, help="seconds per episode, K-slot (default %(default)s)")
     parser.add_argument("--workers", type=int, default=1, help="K-slot episodes searched at once, in processes, at most the CPUs "
                         f"this process may use ({max_workers()} here; default %(default)s)")
-    parser.add_argument("--only", choices=("relaxed", "slots"), help="solve one of the two (default: both, relaxed first)")
+    parser.add_argument("--only", choices=("relaxed", "slots", "slot-bounds"),
+                        help="solve one of the two (default: both, relaxed first); slot-bounds: lower the stored K-slot intervals' upper "
+                             "ends by the LP relaxation of the exact program (--slot-time-limit seconds each)")
     add_suite_selection(parser)
     args = parser.parse_args(argv)
     for flag, value in (("--time-limit", args.time_limit), ("--slot-time-limit", args.slot_time_limit)):
@@ -340,12 +405,15 @@ def main(argv: Sequence[str] = ()) -> int:
         parser.error(f"--workers must be in [1, {max_workers()}] (the CPUs this process may use), got {args.workers}")
     start = time.perf_counter()
     try:
-        if args.only != "slots":
+        if args.only == "slot-bounds":
+            _summary(tighten_slot_bounds(args.task_sets, args.loads, args.slot_time_limit, args.workers), "K-slot")
+        if args.only is None or args.only == "relaxed":
             _summary(solve(args.task_sets, args.loads, args.time_limit), "relaxed")
-        if args.only != "relaxed":
+        if args.only is None or args.only == "slots":
             _summary(solve_slots(args.task_sets, args.loads, args.slot_time_limit, args.workers), "K-slot")
     except (ImportError, ValueError) as error:  # the solver extra missing; a stored file that fails its checks (named)
         parser.error(str(error))
-    print(f"wall time {time.perf_counter() - start:.1f} s; wrote {CEILINGS_PATH}"
-          + ("" if args.only == "relaxed" else f", {SLOT_CEILINGS_PATH}, {SLOT_SCHEDULES_PATH}, {slot_manifest_path(SLOT_CEILINGS_PATH)}"))
+    written = {"relaxed": [CEILINGS_PATH], "slots": [SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH], "slot-bounds": [SLOT_CEILINGS_PATH]}.get(
+        args.only, [CEILINGS_PATH, SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH])
+    print(f"wall time {time.perf_counter() - start:.1f} s; wrote {', '.join(map(str, [*written, slot_manifest_path(SLOT_CEILINGS_PATH)]))}")
     return 0

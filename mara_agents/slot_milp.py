@@ -38,7 +38,7 @@ from core_env.extras import needs
 from core_env.workload import Workload
 from mara_agents.slot_hints import check, needed
 
-__all__ = ["SlotMilp", "slot_milp"]
+__all__ = ["SlotMilp", "slot_lp_bound", "slot_milp"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +171,64 @@ class _Program:
         return np.array(rows, np.int64).reshape(-1, 2)
 
 
+def _highs_model(program: _Program, highspy, integer: bool):
+    """``program`` as a HiGHS model (maximise completions), with its integrality (``integer``) or without
+    (the LP relaxation)."""
+    lp, matrix = highspy.HighsLp(), program.matrix
+    lp.num_col_, lp.num_row_ = program.n_vars, matrix.shape[0]
+    lp.sense_ = highspy.ObjSense.kMaximize
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = program.cost, program.lower, program.upper
+    lp.row_lower_, lp.row_upper_ = np.array(program.rows.lower), np.array(program.rows.upper)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = program.n_vars, matrix.shape[0]
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
+    if integer:
+        lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in program.integer]
+    return lp
+
+
+def _solver(workload: Workload, n_nodes: int, n_slots: int, time_limit: float, integer: bool, options: tuple = ()):
+    """(highspy, the program, a HiGHS solver holding it with ``options`` set, or None when no task can finish),
+    after checking the node and slot counts and the time limit."""
+    with needs(__name__):
+        import highspy
+    check(workload, n_nodes, n_slots)
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not 0 < time_limit < np.inf:
+        raise ValueError(f"time_limit must be a finite number of seconds > 0, got {time_limit!r}")
+    program = _Program(workload, n_nodes, n_slots)
+    if program.can.size == 0:
+        return highspy, program, None
+    solver = highspy.Highs()
+    for option, value in (("output_flag", False), ("log_to_console", False), ("time_limit", float(time_limit)), ("threads", 1), *options):
+        solver.setOptionValue(option, value)
+    solver.passModel(_highs_model(program, highspy, integer))
+    return highspy, program, solver
+
+
+def slot_lp_bound(workload: Workload, n_nodes: int, n_slots: int, time_limit: float) -> tuple[float | None, float]:
+    """(bound, seconds): the optimum of the module docstring's program with every binary relaxed to [0, 1],
+    rounded down (the objective counts whole completions), solved by HiGHS's interior point method with
+    crossover; None when ``time_limit`` seconds do not reach it.
+
+    Every schedule the env can play is a feasible point of the relaxation, so the bound holds for the K-slot
+    optimum; where the slots bind it lies below the slot-relaxed optimum (at load x2 HiGHS's branch and cut
+    does not finish this root LP in 300 s with dual simplex; the interior point method solves it in ~20 s).
+
+    Raises:
+        ValueError: as :func:`slot_milp` for the node and slot counts and the time limit.
+        ImportError: highspy is not installed (``pip install 'core-learning[ceilings]'``).
+    """
+    highspy, program, solver = _solver(workload, n_nodes, n_slots, time_limit, integer=False, options=(("solver", "ipm"), ("run_crossover", "on")))
+    if solver is None:
+        return 0.0, 0.0
+    began = time.perf_counter()
+    solver.run()
+    seconds = time.perf_counter() - began
+    if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None, seconds
+    return float(np.floor(solver.getInfo().objective_function_value + 1e-6)), seconds
+
+
 def slot_milp(workload: Workload, n_nodes: int, n_slots: int, time_limit: float, upper_bound: float | None = None,
               start: np.ndarray | None = None, seed: int = 0) -> SlotMilp:
     """Solve the module docstring's program for at most ``time_limit`` seconds, from the schedule ``start``
@@ -181,29 +239,11 @@ def slot_milp(workload: Workload, n_nodes: int, n_slots: int, time_limit: float,
             number of seconds > 0.
         ImportError: highspy is not installed (``pip install 'core-learning[ceilings]'``).
     """
-    with needs(__name__):
-        import highspy
-    check(workload, n_nodes, n_slots)
-    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not 0 < time_limit < np.inf:
-        raise ValueError(f"time_limit must be a finite number of seconds > 0, got {time_limit!r}")
-    program = _Program(workload, n_nodes, n_slots)
-    if program.can.size == 0:
+    highspy, program, solver = _solver(workload, n_nodes, n_slots, time_limit, integer=True, options=(("random_seed", int(seed)),))
+    if solver is None:
         return SlotMilp(np.zeros((0, 2), np.int64), 0, 0.0, True, 0.0)
-    lp, matrix = highspy.HighsLp(), program.matrix
-    lp.num_col_, lp.num_row_ = program.n_vars, matrix.shape[0]
-    lp.sense_ = highspy.ObjSense.kMaximize
-    lp.col_cost_, lp.col_lower_, lp.col_upper_ = program.cost, program.lower, program.upper
-    lp.row_lower_, lp.row_upper_ = np.array(program.rows.lower), np.array(program.rows.upper)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = program.n_vars, matrix.shape[0]
-    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
-    lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in program.integer]
     cap = float(np.floor(upper_bound + 1e-9)) if upper_bound is not None else float(program.can.size)
-    solver = highspy.Highs()
-    for option, value in (("output_flag", False), ("log_to_console", False), ("time_limit", float(time_limit)), ("threads", 1), ("random_seed", int(seed)),
-                          ("objective_target", cap)):
-        solver.setOptionValue(option, value)
-    solver.passModel(lp)
+    solver.setOptionValue("objective_target", cap)
     if start is not None:
         known = highspy.HighsSolution()
         known.col_value = list(program.values(start))

@@ -196,3 +196,54 @@ def test_slot_ceilings_run_resumes_and_a_longer_run_starts_from_the_stored_sched
     calls.clear()
     ceilings.solve_slots(["id"], ["train"], 20.0)
     assert len(calls) == 1 and calls[0][1] is not None  # only that episode, again from its stored schedule
+
+
+def test_lp_bounds_lower_the_stored_intervals_resume_and_survive_a_later_search(tmp_path, monkeypatch):
+    import numpy as np
+
+    from benchmarks import ceilings
+    from core_env import ceilings as wl
+    from mara_agents import slot_ceiling as sc
+    from mara_agents import slot_milp
+
+    paths = {"SLOT_CEILINGS_PATH": tmp_path / "slot_ceilings.json", "SLOT_SCHEDULES_PATH": tmp_path / "slot_schedules.npz"}
+    for name, path in paths.items():
+        monkeypatch.setattr(ceilings, name, path)
+        monkeypatch.setattr(wl, name, path)
+    with pytest.raises(ValueError, match="slot_ceilings.json"):  # nothing stored yet: the file is named
+        ceilings.tighten_slot_bounds(["id"], ["train"], 5.0)
+
+    def search(workload, n_nodes, n_slots, time_limit, upper_bound=None, hint=None, workers=2, parking=True):
+        return sc.SlotCeiling(1, float(upper_bound), len(workload), 0.0, 1.0, sc.INTERVAL, np.array([[0, 0]]), 0, 0)
+
+    monkeypatch.setattr(sc, "slot_ceiling", search)
+    ceilings.solve_slots(["id"], ["train"], 5.0)
+    calls = []
+
+    def lp(workload, n_nodes, n_slots, time_limit):
+        calls.append(time_limit)
+        return (None if len(calls) == 2 else 1.0 if len(calls) == 3 else 2.0), 3.0  # not reached once; the schedule's value once
+
+    monkeypatch.setattr(slot_milp, "slot_lp_bound", lp)
+    ceilings.tighten_slot_bounds(["id"], ["train"], 5.0)
+    assert len(calls) == 40
+    stored = wl.suite_slot_ceilings("id", "train")  # verified on read: the manifest was written with the file
+    assert stored[(0, 0)]["bound"] == 2.0 and stored[(0, 0)]["lp_bound"] == 2.0 and stored[(0, 0)]["gap"] == 0.5
+    assert "lp_bound" not in stored[(0, 1)] and stored[(0, 1)]["bound"] == stored[(0, 1)]["relaxed_bound"]  # not reached: kept
+    assert stored[(0, 2)]["bound"] == 1.0 and stored[(0, 2)]["status"] == "optimal"  # meets the schedule: proven
+    calls.clear()
+    ceilings.tighten_slot_bounds(["id"], ["train"], 5.0)
+    assert calls == []  # every episode has its LP bound, or was tried this long
+    ceilings.tighten_slot_bounds(["id"], ["train"], 10.0)
+    assert len(calls) == 1  # the one not reached, with more time
+    ceilings.solve_slots(["id"], ["train"], 20.0)  # a longer search whose own bound is the relaxed one
+    stored = wl.suite_slot_ceilings("id", "train")
+    assert stored[(0, 0)]["bound"] == 2.0 and stored[(0, 0)]["time_limit"] == 20.0  # the LP proof stays
+
+    monkeypatch.setattr(slot_milp, "slot_lp_bound", lambda *args: (0.0, 1.0))
+    store = wl.read_slot_ceilings()
+    store["id__train.npz"]["episodes"]["0/3"].pop("lp_bound", None)
+    store["id__train.npz"]["episodes"]["0/3"]["lp_time_limit"] = 0.0
+    ceilings.write_slot_files(store, wl.read_slot_schedules())
+    with pytest.raises(RuntimeError, match="below a replayed schedule"):
+        ceilings.tighten_slot_bounds(["id"], ["train"], 5.0)

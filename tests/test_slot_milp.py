@@ -77,3 +77,24 @@ def test_a_start_is_kept_and_the_bound_never_falls_below_the_value():
 def test_bad_input_raises(nodes, slots, limit, message):
     with pytest.raises(ValueError, match=message):
         slot_milp(unit_tasks((0, 2, 1)), nodes, slots, limit)
+
+
+def test_the_lp_bound_holds_and_the_slots_can_lower_it_below_the_relaxed_optimum():
+    from mara_agents.slot_milp import slot_lp_bound
+
+    below = 0
+    for seed, (tasks, workload, n_nodes, n_slots) in enumerate(small_instances(29)):
+        bound, seconds = slot_lp_bound(workload, n_nodes, n_slots, 10.0)
+        truth = exhaustive(workload, n_nodes, n_slots)
+        assert bound is not None and bound == int(bound) and seconds >= 0
+        assert truth <= bound <= np.sum(workload.deadline - workload.arrival >= 1), (seed, tasks)
+        below += bound < milp_ceiling(workload, n_nodes).completed
+    assert below >= 1  # where a slot is held, the relaxation of the exact rules already sees it
+
+
+@pytest.mark.parametrize(("nodes", "slots", "limit", "message"), [(0, 1, 1.0, "n_nodes"), (1, 1, float("nan"), "time_limit")])
+def test_the_lp_bound_rejects_bad_input(nodes, slots, limit, message):
+    from mara_agents.slot_milp import slot_lp_bound
+
+    with pytest.raises(ValueError, match=message):
+        slot_lp_bound(unit_tasks((0, 2, 1)), nodes, slots, limit)
