@@ -77,6 +77,12 @@ def max_workers() -> int:
         return os.cpu_count() or 1
 
 
+def _check_workers(workers: int) -> None:
+    """ValueError unless ``workers`` is an int in [1, :func:`max_workers`]."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= max_workers():
+        raise ValueError(f"workers must be an int in [1, {max_workers()}] (the CPUs this process may use), got {workers!r}")
+
+
 def solve(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS), time_limit: float = MILP_TIME_LIMIT) -> dict:
     """Fill ``ceilings.json`` for the given suites (resuming; a stored file that fails its checks raises
     ValueError, :func:`core_env.ceilings.read_ceilings`); returns its content."""
@@ -153,8 +159,7 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
     :func:`max_workers`. Needs the slot-relaxed ceilings of the same suites (their bound caps the search).
     Stored files are read verified (a file that fails raises ValueError naming it) and written with their
     manifest (:func:`write_slot_files`)."""
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= max_workers():
-        raise ValueError(f"workers must be an int in [1, {max_workers()}] (the CPUs this process may use), got {workers!r}")
+    _check_workers(workers)
     store = read_slot_ceilings(SLOT_CEILINGS_PATH) if SLOT_CEILINGS_PATH.exists() else {}
     schedules = read_slot_schedules(SLOT_SCHEDULES_PATH) if SLOT_SCHEDULES_PATH.exists() else {}
     n_slots = EnvConfig().n_slots
@@ -220,10 +225,8 @@ def tighten_slot_bounds(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Seque
     because HiGHS's branch and cut never finished its root (load x2) or never ran. Resumable: an episode with an
     LP bound, or tried with at least ``time_limit``, is skipped; stored schedules are not touched. Needs the K-slot
     ceilings of the suites (``--only slots`` first); returns the JSON's content."""
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= max_workers():
-        raise ValueError(f"workers must be an int in [1, {max_workers()}] (the CPUs this process may use), got {workers!r}")
+    _check_workers(workers)
     store = read_slot_ceilings(SLOT_CEILINGS_PATH)
-    schedules = read_slot_schedules(SLOT_SCHEDULES_PATH)
     with _Pool(workers, _bound_one) as pool:
         for load in loads:
             for task_set in task_sets:
@@ -237,13 +240,13 @@ def tighten_slot_bounds(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Seque
                         if episode["status"] != "optimal" and "lp_bound" not in episode and episode.get("lp_time_limit", 0.0) < time_limit]
                 for key, (bound, seconds) in tqdm(pool.results(jobs), total=len(jobs), desc=f"LP bound {task_set}/{load}", leave=False):
                     _lower_bound(entry["episodes"][key], bound, seconds, time_limit)
-                    write_slot_files(store, schedules)
+                    write_slot_files(store)
     return store
 
 
-def write_slot_files(store: dict, schedules: dict[str, np.ndarray]) -> dict[str, str]:
-    """Write the K-slot ceilings (``store``, as :func:`solve_slots` keeps it) and their schedules with their
-    manifest (:func:`write_stored`). Returns the sha256 written per file name.
+def write_slot_files(store: dict, schedules: dict[str, np.ndarray] | None = None) -> dict[str, str]:
+    """Write the K-slot ceilings (``store``, as :func:`solve_slots` keeps it) and their schedules (unless None:
+    unchanged, not rewritten) with their manifest (:func:`write_stored`). Returns the sha256 written per file name.
 
     Raises:
         ValueError: ``store`` fails the range checks every read makes (:func:`core_env.ceilings.ceilings_problem`); nothing is written.
@@ -251,7 +254,10 @@ def write_slot_files(store: dict, schedules: dict[str, np.ndarray]) -> dict[str,
     problem = ceilings_problem(store, SLOT_CEILING_FIELDS)
     if problem is not None:
         raise ValueError(f"the K-slot ceilings to write are out of range ({problem}); nothing written")
-    return write_stored({Path(SLOT_CEILINGS_PATH): _json_bytes(store), Path(SLOT_SCHEDULES_PATH): npz.npz_bytes(schedules)})
+    files = {Path(SLOT_CEILINGS_PATH): _json_bytes(store)}
+    if schedules is not None:
+        files[Path(SLOT_SCHEDULES_PATH)] = npz.npz_bytes(schedules)
+    return write_stored(files)
 
 
 def write_stored(files: dict[Path, bytes]) -> dict[str, str]:
