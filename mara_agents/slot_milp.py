@@ -198,11 +198,16 @@ def _solver(workload: Workload, n_nodes: int, n_slots: int, time_limit: float, i
     program = _Program(workload, n_nodes, n_slots)
     if program.can.size == 0:
         return highspy, program, None
+    return highspy, program, _highs(program, highspy, time_limit, integer, options)
+
+
+def _highs(program: _Program, highspy, time_limit: float, integer: bool, options: tuple = ()):
+    """A HiGHS solver holding ``program`` (quiet, one thread, ``time_limit`` seconds, then ``options``)."""
     solver = highspy.Highs()
     for option, value in (("output_flag", False), ("log_to_console", False), ("time_limit", float(time_limit)), ("threads", 1), *options):
         solver.setOptionValue(option, value)
     solver.passModel(_highs_model(program, highspy, integer))
-    return highspy, program, solver
+    return solver
 
 
 def slot_lp_bound(workload: Workload, n_nodes: int, n_slots: int, time_limit: float) -> tuple[float | None, float]:

@@ -198,26 +198,35 @@ def test_slot_ceilings_run_resumes_and_a_longer_run_starts_from_the_stored_sched
     assert len(calls) == 1 and calls[0][1] is not None  # only that episode, again from its stored schedule
 
 
-def test_lp_bounds_lower_the_stored_intervals_resume_and_survive_a_later_search(tmp_path, monkeypatch):
+def _stored_intervals(tmp_path, monkeypatch, stage) -> None:
+    """Point the K-slot files at ``tmp_path``, check that ``stage`` names the missing file, then store id/train's 40
+    episodes as intervals: 1 completion by the schedule [[0, 0]], the slot-relaxed optimum as the bound."""
     import numpy as np
 
     from benchmarks import ceilings
     from core_env import ceilings as wl
     from mara_agents import slot_ceiling as sc
-    from mara_agents import slot_milp
 
     paths = {"SLOT_CEILINGS_PATH": tmp_path / "slot_ceilings.json", "SLOT_SCHEDULES_PATH": tmp_path / "slot_schedules.npz"}
     for name, path in paths.items():
         monkeypatch.setattr(ceilings, name, path)
         monkeypatch.setattr(wl, name, path)
     with pytest.raises(ValueError, match="slot_ceilings.json"):  # nothing stored yet: the file is named
-        ceilings.tighten_slot_bounds(["id"], ["train"], 5.0)
+        stage(["id"], ["train"], 5.0)
 
     def search(workload, n_nodes, n_slots, time_limit, upper_bound=None, hint=None, workers=2, parking=True):
         return sc.SlotCeiling(1, float(upper_bound), len(workload), 0.0, 1.0, sc.INTERVAL, np.array([[0, 0]]), 0, 0)
 
     monkeypatch.setattr(sc, "slot_ceiling", search)
     ceilings.solve_slots(["id"], ["train"], 5.0)
+
+
+def test_lp_bounds_lower_the_stored_intervals_resume_and_survive_a_later_search(tmp_path, monkeypatch):
+    from benchmarks import ceilings
+    from core_env import ceilings as wl
+    from mara_agents import slot_milp
+
+    _stored_intervals(tmp_path, monkeypatch, ceilings.tighten_slot_bounds)
     calls = []
 
     def lp(workload, n_nodes, n_slots, time_limit):
@@ -247,3 +256,37 @@ def test_lp_bounds_lower_the_stored_intervals_resume_and_survive_a_later_search(
     ceilings.write_slot_files(store, wl.read_slot_schedules())
     with pytest.raises(RuntimeError, match="below a replayed schedule"):
         ceilings.tighten_slot_bounds(["id"], ["train"], 5.0)
+
+
+def test_window_search_raises_stored_lower_ends_resumes_and_refuses_a_value_above_the_bound(tmp_path, monkeypatch):
+    import numpy as np
+
+    from benchmarks import ceilings
+    from core_env import ceilings as wl
+    from mara_agents import slot_windows as sw
+
+    _stored_intervals(tmp_path, monkeypatch, ceilings.improve_slot_schedules)
+    bounds = {key: e["bound"] for key, e in wl.suite_slot_ceilings("id", "train").items()}
+    calls = []
+
+    def windows(workload, n_nodes, n_slots, start, time_limit):
+        calls.append(start.tolist())
+        better = len(calls) == 1  # the first episode gains one completion; the others none
+        return sw.SlotWindows(np.array([[0, 0], [1, 0]]) if better else start, 2 if better else 1, 9, int(better), 4.0)
+
+    monkeypatch.setattr(sw, "slot_windows", windows)
+    ceilings.improve_slot_schedules(["id"], ["train"], 5.0)
+    assert len(calls) == 40 and calls[0] == [[0, 0]]  # every interval, from its stored schedule
+    stored = wl.suite_slot_ceilings("id", "train")  # verified on read: the manifest was written with both files
+    first = stored[(0, 0)]
+    assert first["completed"] == 2 and first["windows_improved"] == 1 and first["window_time_limit"] == 5.0
+    assert first["gap"] == pytest.approx((bounds[(0, 0)] - 2) / bounds[(0, 0)]) and first["bound"] == bounds[(0, 0)]
+    assert first["seconds"] == pytest.approx(1.0 + 4.0)
+    assert wl.read_slot_schedules()[wl.schedule_key("id", "train", 0, 0)].tolist() == [[0, 0], [1, 0]]
+    assert stored[(0, 1)]["completed"] == 1 and stored[(0, 1)]["windows_improved"] == 0
+    calls.clear()
+    ceilings.improve_slot_schedules(["id"], ["train"], 5.0)
+    assert calls == []  # resumed: every episode searched this long
+    monkeypatch.setattr(sw, "slot_windows", lambda workload, n_nodes, n_slots, start, time_limit: sw.SlotWindows(start, 10**6, 1, 1, 1.0))
+    with pytest.raises(RuntimeError, match="above the proven bound"):
+        ceilings.improve_slot_schedules(["id"], ["train"], 10.0)

@@ -333,3 +333,24 @@ def test_the_shipped_checkpoint_was_trained_on_id_train_curves_and_predicts():
     histories, targets, budgets = synthetic_histories(64, seed=7)
     summary = predictor.predict(histories, targets, budgets)
     assert summary.median.shape == (64,) and not np.any(np.isnan(summary.quantiles))
+
+
+def test_per_step_examples_weigh_each_task_by_the_node_steps_it_runs():
+    """With per_step > 0 a task gives examples in proportion to min(demand, window) − 1 (the steps a scheduler
+    decides on it): the per-step mean demand equals the one-per-task examples' demand reweighted by that count."""
+    t = np.arange(600.0)
+    bank = CurveBank("hand", [2.0 / (1.0 + t / s) for s in (2.0, 6.0, 20.0, 60.0)], ["a", "a", "b", "b"])
+    once = train_fm.simulate_examples(bank, 20000, np.random.default_rng(3), (1,))
+    stepped = train_fm.simulate_examples(bank, 20000, np.random.default_rng(4), (1,), per_step=0.2)
+
+    def demand_and_limit(ex):
+        h = np.array([len(x) for x in ex.histories], dtype=float)
+        demand = np.minimum(ex.remaining + h, 1000.0)
+        return demand, np.minimum(demand, ex.budget + h) - 1.0
+
+    d_once, limit = demand_and_limit(once)
+    d_step, _ = demand_and_limit(stepped)
+    reweighted = float(np.sum(d_once * limit) / np.sum(limit))
+    assert d_step.mean() > d_once.mean() * 1.2  # long tasks weigh more (the check can fail if per_step is ignored)
+    assert abs(d_step.mean() - reweighted) < 0.03 * reweighted
+    assert len(stepped) == 20000 and np.all(stepped.remaining >= 1)

@@ -157,7 +157,8 @@ def test_the_writer_records_the_digests_the_loader_checks(tmp_path):
 
 
 BAD_FLAGS = ["--hidden 0", "--layers 0", "--lr nan", "--lr -1", "--lr inf", "--weight-decay nan", "--seed -1", "--steps 0",
-             "--hidden 1000000000", "--batch 0", "--prior-share 1.5", "--families 0", "--threads 0", "--seed 1180591620717411303424", "--lr x"]
+             "--hidden 1000000000", "--batch 0", "--prior-share 1.5", "--families 0", "--threads 0", "--seed 1180591620717411303424", "--lr x",
+             "--per-step -1", "--per-step nan", "--budget-loss -0.5", "--budget-loss inf"]
 
 
 @pytest.mark.parametrize("module, flags", [(train_pfn, f) for f in BAD_FLAGS] + [

@@ -200,3 +200,20 @@ def test_the_shipped_checkpoint_loads_and_never_read_the_held_out_sets():
     h, targets, windows = histories(32)
     s = predictor.predict(h, targets, np.full(32, 40), windows=windows)
     assert np.all((s.p_within_budget >= 0) & (s.p_within_budget <= 1))
+
+
+def test_the_budget_loss_reads_the_cdf_at_each_budget():
+    """budget_bce: P(demand <= budget) from the bins' softmax, against whether the true bin lies within the budget."""
+    from mara_agents.predictors.train_pfn import budget_bce
+
+    cdf = torch.from_numpy(cdf_matrix(BIN_WIDTHS)).float()
+    logits = torch.full((3, len(BIN_WIDTHS) + 1), -30.0)
+    logits[:, 4] = 30.0  # all mass on demand 5
+    y = torch.tensor([4, 4, len(BIN_WIDTHS)])  # demand 5, 5, never
+    right = budget_bce(logits[:2], y[:2], torch.tensor([5, 4]), cdf)  # within 5: yes (p≈1); within 4: no (p≈0)
+    assert float(right) < 1e-4
+    wrong = budget_bce(logits[2:], y[2:], torch.tensor([10]), cdf)  # predicted within 10, never finishes
+    assert float(wrong) == pytest.approx(-np.log(1e-6), rel=1e-3)
+    spread = torch.zeros(1, len(BIN_WIDTHS) + 1)  # uniform over bins: P(demand <= 8) = 8 / 37
+    expected = -np.log(8 / (len(BIN_WIDTHS) + 1))
+    assert float(budget_bce(spread, torch.tensor([2]), torch.tensor([8]), cdf)) == pytest.approx(expected, rel=1e-5)

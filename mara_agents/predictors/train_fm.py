@@ -133,8 +133,13 @@ def split_bank(bank: CurveBank, every: int = VALIDATION_EVERY) -> tuple[CurveBan
 
 
 def simulate_examples(bank: CurveBank, count: int, rng: np.random.Generator, bin_widths: tuple[int, ...],
-                      recipe: TaskRecipe = DEFAULT_RECIPE) -> Examples:
-    """``count`` examples from tasks drawn like the environment's (see the module docstring)."""
+                      recipe: TaskRecipe = DEFAULT_RECIPE, per_step: float = 0.0) -> Examples:
+    """``count`` examples from tasks drawn like the environment's (see the module docstring).
+
+    By default each task gives one example (h uniform in 1 … min(demand, window) − 1), so a task that finishes
+    early weighs as much as a long one. With ``per_step`` > 0 a task gives Poisson(per_step · (min(demand,
+    window) − 1)) examples, each with its own h: every (task, node-step served) pair is equally likely, as a
+    scheduler meets them (one decision per step a task is still running)."""
     widths = np.asarray(bin_widths)
     horizon = int(widths.sum())
     starts = np.concatenate([[0], np.cumsum(widths)[:-1]])
@@ -144,6 +149,10 @@ def simulate_examples(bank: CurveBank, count: int, rng: np.random.Generator, bin
         window = (tasks.deadline - tasks.arrival).astype(np.float64)
         limit = np.minimum(tasks.demand, window) - 1.0
         keep = np.flatnonzero(limit >= 1)
+        if per_step > 0:
+            keep = np.repeat(keep, rng.poisson(per_step * limit[keep]))
+            if keep.size == 0:
+                continue
         limit = limit[keep].astype(np.int64)
         h = 1 + np.floor(rng.random(keep.size) * limit).astype(np.int64)
         curve, bps = tasks.curve[keep], tasks.batches_per_step[keep]
