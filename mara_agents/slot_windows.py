@@ -41,7 +41,10 @@ class SlotWindows:
 def _window_columns(program: _Program, t0: int, t1: int) -> np.ndarray:
     """The service columns x_{j,τ} with τ outside [t0, t1)."""
     arrival = program.workload.arrival.astype(np.int64)
-    outside = [cols[(arrival[j] + np.arange(cols.size) < t0) | (arrival[j] + np.arange(cols.size) >= t1)] for j, cols in program.x.items()]
+    outside = []
+    for j, cols in program.x.items():
+        steps = arrival[j] + np.arange(cols.size)
+        outside.append(cols[(steps < t0) | (steps >= t1)])
     return np.concatenate(outside) if outside else np.zeros(0, np.int64)
 
 
