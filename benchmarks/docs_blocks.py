@@ -42,6 +42,12 @@ def _prediction_targets() -> str:
     return targets_table(_json(RESULTS / "prediction.json")).strip()
 
 
+def _prediction_targets_unselected() -> str:
+    from benchmarks.prediction import UNSELECTED_POLICY, targets_table
+
+    return targets_table(_json(RESULTS / "prediction.json"), policy=UNSELECTED_POLICY).strip()
+
+
 def _completion_targets() -> str:
     from benchmarks.report import pfn_targets_table
 
@@ -190,6 +196,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/curves.md", "leakage-table"): _suite_table("leakage"),
     ("docs/prediction.md", "pfn-validation"): _pfn_validation,
     ("docs/prediction.md", "prediction-targets"): _prediction_targets,
+    ("docs/prediction.md", "prediction-targets-edf"): _prediction_targets_unselected,
     ("docs/prediction.md", "completion-targets"): _completion_targets,
     ("docs/agents.md", "posterior-targets"): _posterior_targets,
     ("docs/agents.md", "budget-study"): _budget,

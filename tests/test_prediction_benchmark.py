@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks import decision_points as dp
 from benchmarks import prediction
+from benchmarks.docs_blocks import RESULTS
 from benchmarks.agents import make_agent
 from core_env import features
 from core_env.config import EnvConfig
@@ -305,3 +306,27 @@ def test_targets_table_compares_with_the_best_curve_free_row_and_marks_misses():
     assert lines[1] == "| rl_ood | pfn | 0.151 | 0.200 (probe: prior) | 0.755 (MISSED) | 0.040 (met) | 0.910 (met) |"
     assert lines[2] == "| rl_ood | fm | 0.100 | 0.200 (probe: prior) | 0.500 (met) | 0.060 (MISSED) | 0.890 (MISSED) |"
     assert len(lines) == 3  # no fm cell on id: no row
+
+
+def test_targets_table_on_one_policy_reads_that_policys_cells_and_probes():
+    def cell(policy, predictor, brier, ece, auc):
+        return dict(task_set="rl_ood", policy=policy, bucket=prediction.ALL, predictor=predictor, brier=brier, ece=ece, auc=auc)
+
+    result = {"task_sets": ["rl_ood"], "policies": ["edf", "edf-admission:oracle"], "cells": [
+        cell(prediction.ALL, "pfn", 0.15, 0.06, 0.86), cell(prediction.ALL, "probe: prior", 0.19, 0.1, 0.75),
+        cell("edf", "pfn", 0.16, 0.04, 0.86), cell("edf", "probe: prior", 0.25, 0.2, 0.7),  # 0.16 / 0.25 = 0.64
+        cell("edf-admission:oracle", "pfn", 0.14, 0.09, 0.85), cell("edf-admission:oracle", "probe: prior", 0.12, 0.0, 0.8)]}
+    pooled, edf, oracle = (prediction.targets_table(result, rows=("pfn",), policy=p).splitlines()[2]
+                           for p in (prediction.ALL, "edf", "edf-admission:oracle"))
+    assert pooled == "| rl_ood | pfn | 0.150 | 0.190 (probe: prior) | 0.789 (MISSED) | 0.060 (MISSED) | 0.860 (MISSED) |"
+    assert edf == "| rl_ood | pfn | 0.160 | 0.250 (probe: prior) | 0.640 (met) | 0.040 (met) | 0.860 (MISSED) |"
+    assert oracle == "| rl_ood | pfn | 0.140 | 0.120 (probe: prior) | 1.167 (MISSED) | 0.090 (MISSED) | 0.850 (MISSED) |"
+    with pytest.raises(ValueError, match="policy must be one of"):
+        prediction.targets_table(result, policy="fifo")
+
+
+def test_the_report_reads_the_targets_on_the_unselected_policys_points_too():
+    result = json.loads((RESULTS / "prediction.json").read_text())
+    text = prediction.table(result)
+    head = f"**The same targets on the points of `{prediction.UNSELECTED_POLICY}` alone**"
+    assert head in text and prediction.targets_table(result, policy=prediction.UNSELECTED_POLICY) in text.split(head)[1]
