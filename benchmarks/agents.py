@@ -256,12 +256,13 @@ def weights_id(row: str, seed: int = 0) -> str | None:
     own = _own_weights_id(row, seed)
     if not (uses_fm(row) or uses_pfn(row)):
         return own
-    fm = _manifest_sha(FM_MANIFEST) if uses_fm(row) else None
-    pfn = _manifest_sha(PFN_MANIFEST) if uses_pfn(row) else None
+    fm = manifest_sha(FM_MANIFEST) if uses_fm(row) else None
+    pfn = manifest_sha(PFN_MANIFEST) if uses_pfn(row) else None
     return "+".join(part for part in (own, f"fm:{fm}" if fm else None, f"pfn:{pfn}" if pfn else None) if part) or None
 
 
-def _manifest_sha(manifest: Path) -> str | None:
+def manifest_sha(manifest: Path) -> str | None:
+    """The first 16 hex digits of the sha256 a checkpoint manifest records, None when it is missing or unreadable."""
     try:
         return str(json.loads(manifest.read_text())["sha256"])[:16]
     except (OSError, ValueError, KeyError, TypeError):
@@ -277,7 +278,7 @@ def _own_weights_id(row: str, seed: int) -> str | None:
         return _resolve_external(row)[1]
     else:
         return None
-    return _manifest_sha(manifest)
+    return manifest_sha(manifest)
 
 
 def make_agent(row: str, seed: int = 0, task_set: str | None = None) -> Agent:

@@ -12,21 +12,29 @@ reported apart, and the verdict and the figure's line follow the seed means.
 
 Writes ``OUT/budget/budget.{json,md}`` and ``budget.png`` (completion against env-steps, one line per
 shaping, the teacher's level as a band), atomically. Nothing is trained here.
+
+Each snapshot's and the teacher's per-root completions are kept in ``OUT/budget/cells/<key>.json`` as they
+are computed, so an interrupted run resumes and a new snapshot costs only its own rollouts. The key hashes
+what the numbers depend on (the snapshot's sha256 or the teacher's spec, the shipped FM and PFN weights, the
+roots and episodes, the cell format); a file is read only when its checksum, key and values verify
+(otherwise it is recomputed).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks import add_out, figure_png, markdown_table, write_atomic, write_atomic_bytes
+from benchmarks.cell_store import FORMAT, checksum
 from benchmarks.stats import paired_difference
 from core_env.config import EnvConfig
 from core_env.extras import needs
@@ -63,8 +71,42 @@ def per_root(agent, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, ta
     return np.array(out)
 
 
-def run(directory: Path, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES) -> dict[str, Any]:
-    from benchmarks.agents import make_agent
+def _cache_key(what: dict[str, Any], roots: int, episodes: int) -> str:
+    text = json.dumps([FORMAT, "budget", what, roots, episodes], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _read_cached(path: Path, key: str, roots: int) -> np.ndarray | None:
+    """The per-root completions saved at ``path``, or None unless its checksum, key and values verify."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or saved.get("checksum") != checksum(saved) or saved.get("key") != key:
+        return None
+    values = np.asarray(saved.get("per_root"), dtype=np.float64) if isinstance(saved.get("per_root"), list) else np.empty(0)
+    if values.shape != (roots,) or not np.all((values >= 0) & (values <= 100)):
+        return None
+    return values
+
+
+def cached_per_root(cache: Path | None, what: dict[str, Any], compute: Callable[[], np.ndarray], roots: int, episodes: int) -> np.ndarray:
+    """``compute()`` (per-root completion %), or what ``cache`` holds for ``what`` (see the module docstring)."""
+    if cache is None:
+        return compute()
+    key = _cache_key(what, roots, episodes)
+    path = cache / f"{key}.json"
+    values = _read_cached(path, key, roots)
+    if values is None:
+        values = compute()
+        body = {"key": key, "what": what, "roots": roots, "episodes": episodes, "per_root": values.tolist()}
+        cache.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({**body, "checksum": checksum(body)}, indent=1) + "\n")
+    return values
+
+
+def run(directory: Path, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODES, cache: Path | None = None) -> dict[str, Any]:
+    from benchmarks.agents import FM_MANIFEST, PFN_MANIFEST, manifest_sha, make_agent, weights_id
     from mara_agents.mat.agent import MATAgent
 
     found = [(shaping, steps, seed, path, json.loads(path.with_suffix(".json").read_text())) for shaping, steps, seed, path in snapshots(directory)]
@@ -77,12 +119,15 @@ def run(directory: Path, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODE
     teacher = teachers.pop()
     records = []
     for shaping, steps, seed, path, manifest in found:
-        values = per_root(MATAgent.load(path), roots, episodes)  # verified against its manifest's sha256
+        # the key names the checkpoint's bytes (loading it verifies them against its manifest)
+        what = {"snapshot": hashlib.sha256(path.read_bytes()).hexdigest(), "fm": manifest_sha(FM_MANIFEST), "pfn": manifest_sha(PFN_MANIFEST)}
+        values = cached_per_root(cache, what, lambda: per_root(MATAgent.load(path), roots, episodes), roots, episodes)
         records.append({"shaping": shaping, "env_steps_budget": steps, "env_steps": int(manifest.get("env_steps", steps)),
                         "variant": manifest.get("variant"), "seed": seed, "teacher": teacher,
                         "sha256": manifest.get("sha256"), "per_root": values.tolist(),
                         "mean": float(values.mean()), "sd": float(values.std(ddof=1))})
-    teacher_values = per_root(make_agent(teacher), roots, episodes)
+    teacher_values = cached_per_root(cache, {"agent": teacher, "weights": weights_id(teacher)},
+                                     lambda: per_root(make_agent(teacher), roots, episodes), roots, episodes)
     for record in records:
         record["minus_teacher"] = paired_difference(np.array(record["per_root"]), teacher_values)
     means = seed_means(records, teacher_values)
@@ -206,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--roots must be in [2, {SUITE_ROOTS}] and --episodes in [1, {SUITE_EPISODES}], got {args.roots} and {args.episodes}")
     start = time.perf_counter()
     try:
-        result = run(args.snapshots, args.roots, args.episodes)
+        result = run(args.snapshots, args.roots, args.episodes, cache=args.out / "budget" / "cells")
     except (OSError, ValueError) as error:
         parser.exit(2, f"python -m benchmarks budget: {error}\n")
     result["wall_s"] = time.perf_counter() - start

@@ -16,7 +16,11 @@ from mara_agents.mat.model import MATConfig, MATModel
 def _snapshot(directory, name: str, teacher: str = "edf", seed: int = 0, manifest_seed: int | None = None) -> None:
     torch.manual_seed(seed)
     stated = int(name.split("-s")[1]) if "-s" in name else 0
-    save_policy(MATModel(MATConfig(predictor=None, d_model=16, n_heads=2, history=8)), directory / f"{name}.pt",
+    model = MATModel(MATConfig(predictor=None, d_model=16, n_heads=2, history=8))
+    with torch.no_grad():  # the model's own initialisation is fixed: the seed makes each snapshot's weights its own
+        for parameter in model.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    save_policy(model, directory / f"{name}.pt",
                 {"variant": "mat", "seed": stated if manifest_seed is None else manifest_seed, "teacher": teacher,
                  "env_steps": int(name.split("-")[1])})
 
@@ -75,3 +79,28 @@ def test_bad_snapshot_directories_exit_2_naming_the_problem(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         budget.main(["--episodes", "0"])
     assert stop.value.code == 2
+
+
+def test_results_are_kept_per_snapshot_so_a_rerun_plays_only_what_is_new_or_does_not_verify(tmp_path, monkeypatch):
+    _snapshot(tmp_path, "dense-1000", seed=7)
+    _snapshot(tmp_path, "dense-2000", seed=8)
+    args = ["--snapshots", str(tmp_path), "--roots", "2", "--episodes", "1", "--out", str(tmp_path / "out")]
+    assert budget.main(args) == 0
+    first = json.loads((tmp_path / "out" / "budget" / "budget.json").read_text())
+    cells = sorted((tmp_path / "out" / "budget" / "cells").glob("*.json"))
+    assert len(cells) == 3  # two snapshots and the teacher
+    played = []
+    real = budget.per_root
+    monkeypatch.setattr(budget, "per_root", lambda agent, *a: played.append(type(agent).__name__) or real(agent, *a))
+    assert budget.main(args) == 0
+    assert played == []  # everything read back
+    again = json.loads((tmp_path / "out" / "budget" / "budget.json").read_text())
+    assert [r["per_root"] for r in again["snapshots"]] == [r["per_root"] for r in first["snapshots"]]
+    assert again["teacher_per_root"] == first["teacher_per_root"]
+    _snapshot(tmp_path, "dense-4000", seed=9)  # a new snapshot: only it is played
+    saved = json.loads(cells[0].read_text())
+    cells[0].write_text(json.dumps({**saved, "per_root": [0.0] * len(saved["per_root"])}))  # edited: the checksum fails
+    assert budget.main(args) == 0
+    assert len(played) == 2 and (tmp_path / "out" / "budget" / "cells").exists()
+    assert json.loads(cells[0].read_text())["per_root"] == saved["per_root"]  # recomputed, rewritten
+    assert len(list((tmp_path / "out" / "budget" / "cells").glob("*.json"))) == 4
