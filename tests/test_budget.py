@@ -104,3 +104,24 @@ def test_results_are_kept_per_snapshot_so_a_rerun_plays_only_what_is_new_or_does
     assert len(played) == 2 and (tmp_path / "out" / "budget" / "cells").exists()
     assert json.loads(cells[0].read_text())["per_root"] == saved["per_root"]  # recomputed, rewritten
     assert len(list((tmp_path / "out" / "budget" / "cells").glob("*.json"))) == 4
+
+
+def _record(shaping, steps, seed, per_root, teacher):
+    per_root = np.array(per_root, dtype=float)
+    return {"shaping": shaping, "env_steps_budget": steps, "seed": seed, "per_root": per_root.tolist(), "mean": float(per_root.mean()),
+            "minus_teacher": budget.paired_difference(per_root, np.array(teacher, dtype=float))}
+
+
+def test_the_verdict_says_whether_the_claim_reproduces_and_what_the_last_doubling_changed():
+    teacher = [60.0, 62.0, 61.0]
+    records = [_record("dense", 1000, 0, [58.0, 60.0, 59.5], teacher), _record("dense", 1000, 1, [59.0, 61.0, 60.0], teacher),
+               _record("dense", 2000, 0, [59.0, 61.1, 60.4], teacher), _record("sparse", 1000, 0, [55.0, 57.0, 56.0], teacher)]
+    steps = budget.last_steps(records)
+    assert [(s["shaping"], s["seed"], s["from"], s["to"]) for s in steps] == [("dense", 0, 1000, 2000)]  # sparse: one budget only
+    assert steps[0]["difference"]["mean"] == pytest.approx(1.0)
+    sentence = budget.last_step_sentence(steps)
+    assert "dense, seed 0, 0.001 M → 0.002 M env-steps: +1.0 [" in sentence and "(up)" in sentence
+    text = budget.verdict(records)
+    assert "does not reproduce" in text and f"teacher + {budget.CLAIM_MARGIN:g}" in text
+    above = [_record("dense", 4000, 0, [63.0, 64.5, 63.2], teacher)]  # +2.57 on average, every root above
+    assert "is reached at dense 0.004 M" in budget.verdict(records + above) and "does not reproduce" not in budget.verdict(records + above)
