@@ -167,8 +167,8 @@ def lines_of(records: list[dict[str, Any]], means: list[dict[str, Any]]) -> list
 
 
 def last_steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per shaping, the last doubling measured within one seed: that seed's largest budget against its budget
-    before, paired by root (the seed whose line reaches furthest; whether the curve still climbs there)."""
+    """Per shaping, the last step measured within each seed whose line reaches the largest budget: that seed's
+    largest budget against its budget before, paired by root (whether the curve still climbs there)."""
     out = []
     for shaping in sorted({r["shaping"] for r in records}):
         by_seed: dict[int, list[dict[str, Any]]] = {}
@@ -178,10 +178,11 @@ def last_steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         runs = [sorted(mine, key=lambda r: r["env_steps_budget"]) for mine in by_seed.values() if len(mine) >= 2]
         if not runs:
             continue
-        run = max(runs, key=lambda mine: (mine[-1]["env_steps_budget"], -mine[-1]["seed"]))
-        before, last = run[-2], run[-1]
-        out.append({"shaping": shaping, "seed": last["seed"], "from": before["env_steps_budget"], "to": last["env_steps_budget"],
-                    "difference": paired_difference(np.array(last["per_root"]), np.array(before["per_root"]))})
+        furthest = max(run[-1]["env_steps_budget"] for run in runs)
+        for run in sorted((run for run in runs if run[-1]["env_steps_budget"] == furthest), key=lambda run: run[-1]["seed"]):
+            before, last = run[-2], run[-1]
+            out.append({"shaping": shaping, "seed": last["seed"], "from": before["env_steps_budget"], "to": last["env_steps_budget"],
+                        "difference": paired_difference(np.array(last["per_root"]), np.array(before["per_root"]))})
     return out
 
 
@@ -193,7 +194,7 @@ def last_step_sentence(steps: list[dict[str, Any]]) -> str:
         moved = "up" if d["ci_low"] > 0 else "down" if d["ci_high"] < 0 else "not distinguishable from no change"
         parts.append(f"{s['shaping']}, seed {s['seed']}, {s['from'] / 1e6:g} M → {s['to'] / 1e6:g} M env-steps: "
                      f"{d['mean']:+.1f} [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}] points ({moved}).")
-    return ("Last step measured within one seed (paired by root): " + " ".join(parts)) if parts else ""
+    return ("Last step measured within each seed (paired by root): " + " ".join(parts)) if parts else ""
 
 
 def verdict(records: list[dict[str, Any]]) -> str:

@@ -123,5 +123,8 @@ def test_the_verdict_says_whether_the_claim_reproduces_and_what_the_last_doublin
     assert "dense, seed 0, 0.001 M → 0.002 M env-steps: +1.0 [" in sentence and "(up)" in sentence
     text = budget.verdict(records)
     assert "does not reproduce" in text and f"teacher + {budget.CLAIM_MARGIN:g}" in text
+    both = budget.last_steps(records + [_record("dense", 2000, 1, [59.0, 61.0, 60.0], teacher)])  # seed 1 reaches 2000 too
+    assert [(s["seed"], s["from"], s["to"]) for s in both] == [(0, 1000, 2000), (1, 1000, 2000)]
+    assert both[1]["difference"]["mean"] == pytest.approx(0.0)
     above = [_record("dense", 4000, 0, [63.0, 64.5, 63.2], teacher)]  # +2.57 on average, every root above
     assert "is reached at dense 0.004 M" in budget.verdict(records + above) and "does not reproduce" not in budget.verdict(records + above)
