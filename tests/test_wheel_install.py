@@ -160,7 +160,7 @@ def test_the_installed_wheel_plays_the_learned_predictor_and_library_rows_from_o
     assert all(Path(f).is_relative_to(site) for f in found["files"]), found["files"]  # the wheel, not the checkout
     assert all(found["available"].values()), found["available"]
     assert all(found["weights"].values()), found["weights"]  # every manifest read
-    assert found["trained_on"] == "discrete_core_v1" and found["budget"] == len(list((REPO / "mara_agents" / "checkpoints" / "budget").glob("*.pt"))) == 12 and 0 < found["ceilings"][0] <= 1
+    assert found["trained_on"] == "discrete_core_v1" and found["budget"] == len(list((REPO / "mara_agents" / "checkpoints" / "budget").glob("*.pt"))) == 14 and 0 < found["ceilings"][0] <= 1
     for row, (completion, truncated) in found["played"].items():
         assert truncated and 0 <= completion <= 1, (row, completion)
 
