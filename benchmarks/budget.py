@@ -132,11 +132,11 @@ def run(directory: Path, roots: int = SUITE_ROOTS, episodes: int = SUITE_EPISODE
                                      lambda: per_root(make_agent(teacher), roots, episodes), roots, episodes)
     for record in records:
         record["minus_teacher"] = paired_difference(np.array(record["per_root"]), teacher_values)
-    means = seed_means(records, teacher_values)
+    means, steps = seed_means(records, teacher_values), last_steps(records)
     return {"suite": "budget", "scenario": "id/train", "roots": roots, "episodes": episodes, "teacher": teacher,
             "teacher_per_root": teacher_values.tolist(), "teacher_mean": float(teacher_values.mean()),
-            "snapshots": records, "seed_means": means, "last_steps": last_steps(records),
-            "verdict": verdict(lines_of(records, means)) + " " + last_step_sentence(last_steps(records))}
+            "snapshots": records, "seed_means": means, "last_steps": steps,
+            "verdict": verdict(lines_of(records, means)) + " " + last_step_sentence(steps)}
 
 
 def seed_means(records: list[dict[str, Any]], teacher_values: np.ndarray) -> list[dict[str, Any]]:
@@ -186,12 +186,17 @@ def last_steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _by_ci(difference: dict[str, float], above: str, below: str, spans: str) -> str:
+    """``above`` when a paired difference's CI lies above 0, ``below`` when below, else ``spans``."""
+    return above if difference["ci_low"] > 0 else below if difference["ci_high"] < 0 else spans
+
+
 def last_step_sentence(steps: list[dict[str, Any]]) -> str:
     """What the last step of each shaping's furthest seed changed, and whether it is distinguishable from 0."""
     parts = []
     for s in steps:
         d = s["difference"]
-        moved = "up" if d["ci_low"] > 0 else "down" if d["ci_high"] < 0 else "not distinguishable from no change"
+        moved = _by_ci(d, "up", "down", "not distinguishable from no change")
         parts.append(f"{s['shaping']}, seed {s['seed']}, {s['from'] / 1e6:g} M → {s['to'] / 1e6:g} M env-steps: "
                      f"{d['mean']:+.1f} [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}] points ({moved}).")
     return ("Last step measured within each seed (paired by root): " + " ".join(parts)) if parts else ""
@@ -204,8 +209,7 @@ def verdict(records: list[dict[str, Any]]) -> str:
     for shaping in sorted({r["shaping"] for r in records}):
         mine = [r for r in records if r["shaping"] == shaping]
         d = mine[-1]["minus_teacher"]
-        tail = ("above the teacher (CI above 0)" if d["ci_low"] > 0 else "below the teacher (CI below 0)" if d["ci_high"] < 0
-                else "not distinguishable from the teacher (CI spans 0)")
+        tail = _by_ci(d, "above the teacher (CI above 0)", "below the teacher (CI below 0)", "not distinguishable from the teacher (CI spans 0)")
         steps = ", ".join(f"{r['env_steps_budget'] / 1e6:g} M{_seeds(r)}: {r['minus_teacher']['mean']:+.1f}" for r in mine)
         lines.append(f"{shaping}: − teacher by budget {steps}; at {mine[-1]['env_steps_budget'] / 1e6:g} M env-steps{_seeds(mine[-1])} "
                      f"{d['mean']:+.1f} [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}], {tail}.")

@@ -483,14 +483,14 @@ def targets_table(result: dict[str, Any], rows: Sequence[str] = (TARGET_PREDICTO
     policy's points alone, against the probes fitted and scored on the same points."""
     if policy != ALL and policy not in result["policies"]:
         raise ValueError(f"policy must be one of {result['policies']} or {ALL!r}, got {policy!r}")
-    pooled = {(c["task_set"], c["predictor"]): c for c in _cells(result, policy, ALL)}
+    by_row = {(c["task_set"], c["predictor"]): c for c in _cells(result, policy, ALL)}
     body = []
     for task_set in result["task_sets"]:
-        probes = [pooled[(task_set, p)] for p in PROBE_ROWS if (task_set, p) in pooled]
+        probes = [by_row[(task_set, p)] for p in PROBE_ROWS if (task_set, p) in by_row]
         best = min(probes, key=lambda c: c["brier"]) if probes else None
         held_out = task_set in HELD_OUT
         for row in rows:
-            c = pooled.get((task_set, row))
+            c = by_row.get((task_set, row))
             if c is None or best is None:
                 continue
             share = c["brier"] / best["brier"]
