@@ -57,7 +57,7 @@ with needs(__name__):
 #: The fixed policies whose rollouts give the decision points.
 POLICIES = PROBE_POLICIES
 #: Curve-aware rows, then the leak probes (permanent rows).
-PREDICTOR_ROWS = ("pfn", "fm", "fm+pfn", "wls", "dkf", "last_slope", "pow4", "mmf4", "oracle")
+PREDICTOR_ROWS = ("pfn", "fm", "fm+pfn", "pfn-ens", "wls", "dkf", "last_slope", "pow4", "mmf4", "oracle")
 ROWS = PREDICTOR_ROWS + PROBE_ROWS
 #: Default cap on scored points per task set and policy (the full suite then takes a few minutes on 2 cores).
 MAX_POINTS = 20_000
@@ -476,7 +476,7 @@ def _verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
-def targets_table(result: dict[str, Any], rows: Sequence[str] = (TARGET_PREDICTOR, "fm", "fm+pfn"), policy: str = ALL) -> str:
+def targets_table(result: dict[str, Any], rows: Sequence[str] = (TARGET_PREDICTOR, "fm", "fm+pfn", "pfn-ens"), policy: str = ALL) -> str:
     """Brier / ECE / AUC of ``rows`` per task set against issue 27's targets: Brier ≤ 0.75 × the best
     curve-free row's (every probe, the fitted prior included) and ECE ≤ 0.05 on the held-out task sets, AUC
     ≥ 0.90 everywhere; each cell says met or MISSED. Pooled over policies by default; with ``policy`` on that

@@ -271,6 +271,33 @@ def test_a_mixture_is_the_average_of_its_components_posteriors():
     assert MixturePredictor([WLS(), DKF()]).predict([], np.zeros(0), np.zeros(0)).median.shape == (0,)
 
 
+def test_the_pfn_ensemble_averages_five_verified_pfns_and_refuses_a_member_that_does_not_verify(tmp_path, monkeypatch):
+    import shutil
+
+    import mara_agents.predictors.pfn as pfn_module
+    from mara_agents.predictors import PFN_ENSEMBLE_MEMBERS
+    from mara_agents.predictors.pfn import DEFAULT_CHECKPOINT, PFNPredictor
+
+    ensemble = PREDICTORS["pfn-ens"]()
+    assert len(ensemble.components) == 5 and ensemble.uses_window
+    histories = noisy_histories(6)
+    windows = np.full(len(histories), 60)
+    targets = np.full(len(histories), 0.2)
+    members = [PFNPredictor.load(DEFAULT_CHECKPOINT)] + [
+        PFNPredictor.load(DEFAULT_CHECKPOINT.parent / "pfn_ensemble" / m / "pfn.pt") for m in PFN_ENSEMBLE_MEMBERS]
+    cdfs = [m.demand_cdf(histories, targets, windows=windows) for m in members]
+    assert not np.allclose(cdfs[0], cdfs[1])  # the members differ, so the average is not any one of them
+    np.testing.assert_allclose(ensemble.demand_cdf(histories, targets, windows=windows), np.mean(cdfs, axis=0))
+    # a member whose weights no longer match its manifest is refused, naming the file
+    copy = tmp_path / "checkpoints"
+    shutil.copytree(DEFAULT_CHECKPOINT.parent, copy, ignore=shutil.ignore_patterns("mat", "budget"))
+    with open(copy / "pfn_ensemble" / "wide" / "pfn.pt", "ab") as f:
+        f.write(b"\0")
+    monkeypatch.setattr(pfn_module, "DEFAULT_CHECKPOINT", copy / "pfn.pt")
+    with pytest.raises(ValueError, match="checksum mismatch.*wide"):
+        PREDICTORS["pfn-ens"]()
+
+
 # ---------------------------------------------------------------------------------------------- tuning
 def test_tuning_scores_posterior_rows_on_train_workloads_and_never_reads_an_evaluation_suite(tmp_path, monkeypatch):
     import json

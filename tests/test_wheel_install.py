@@ -132,6 +132,7 @@ from benchmarks.budget import SNAPSHOTS, snapshots
 from benchmarks.rollout import run_agent
 from core_env.config import EnvConfig
 from core_env.workload import load_suite, suite_slot_ceiling_rates
+from mara_agents.predictors import PREDICTORS
 
 played = {}
 for row in ("lara-fm", "edf-admission:pfn,min_reports=1", "mara", "ppo-tianshou"):
@@ -142,7 +143,8 @@ print(json.dumps({
     "available": {row: available(row) for row in (*LEARNED, *LIBRARY_ROWS)},
     "weights": {row: weights_id(row) for row in (*LEARNED, *LIBRARY_ROWS, "lara-fm", "lara:pfn")},
     "trained_on": trained_on("mara"), "budget": len(snapshots(SNAPSHOTS)),
-    "ceilings": suite_slot_ceiling_rates("id", "train", [(0, 0)]).tolist(), "played": played}))
+    "ceilings": suite_slot_ceiling_rates("id", "train", [(0, 0)]).tolist(), "played": played,
+    "ensemble": len(PREDICTORS["pfn-ens"]().components)}))
 """
 
 
@@ -161,6 +163,7 @@ def test_the_installed_wheel_plays_the_learned_predictor_and_library_rows_from_o
     assert all(found["available"].values()), found["available"]
     assert all(found["weights"].values()), found["weights"]  # every manifest read
     assert found["trained_on"] == "discrete_core_v1" and found["budget"] == len(list((REPO / "mara_agents" / "checkpoints" / "budget").glob("*.pt"))) == 14 and 0 < found["ceilings"][0] <= 1
+    assert found["ensemble"] == 5  # the shipped PFN and the four members under checkpoints/pfn_ensemble/, each verified
     for row, (completion, truncated) in found["played"].items():
         assert truncated and 0 <= completion <= 1, (row, completion)
 

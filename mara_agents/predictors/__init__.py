@@ -3,7 +3,8 @@
 ``PREDICTORS`` maps each name used in benchmarks and docs to a factory (call with no arguments for the
 defaults). Everything here is numpy only except ``"fm"`` (the MARA flow-matching predictor, torch) and ``"pfn"``
 (the prior-fitted network trained on a synthetic curve prior, which also reads each task's deadline
-window; torch), which are imported only when their factory is called and load the shipped checkpoint. :mod:`mara_agents.predictors.features` turns any predictor into per-slot
+window; torch), ``"fm+pfn"`` and ``"pfn-ens"`` (equal-weight mixtures: of those two, and of five PFNs), which are
+imported only when their factory is called and load the shipped checkpoints. :mod:`mara_agents.predictors.features` turns any predictor into per-slot
 observation features (PettingZoo, Gymnasium and the batched simulator). See docs/agents.md.
 """
 
@@ -42,8 +43,27 @@ def fm_pfn(**overrides):
     return MixturePredictor([FlowMatchingPredictor.load(), PFNPredictor.load()], **overrides)
 
 
+#: The members of ``"pfn-ens"`` besides the shipped ``pfn.pt``: PFNs of the same architecture trained on the same curve
+#: prior with other options (their manifests give each one's command): ``checkpoints/pfn_ensemble/<member>/pfn.pt``.
+PFN_ENSEMBLE_MEMBERS = ("perstep", "bce", "wide", "wider")
+
+
+def pfn_ensemble(**overrides):
+    """The equal-weight mixture of the shipped PFN and the :data:`PFN_ENSEMBLE_MEMBERS` (imports torch; each
+    checkpoint verified against its manifest on load; see docs/prediction.md for how it was chosen)."""
+    from pathlib import Path
+
+    from mara_agents.predictors.mixture import MixturePredictor
+    from mara_agents.predictors.pfn import DEFAULT_CHECKPOINT, PFNPredictor
+
+    folder = Path(DEFAULT_CHECKPOINT).parent / "pfn_ensemble"
+    paths = [DEFAULT_CHECKPOINT, *(folder / member / "pfn.pt" for member in PFN_ENSEMBLE_MEMBERS)]
+    return MixturePredictor([PFNPredictor.load(path) for path in paths], **overrides)
+
+
 PREDICTORS = {"wls": WLS, "dkf": DKF, "last_slope": LastSlope, "oracle": OraclePredictor, "fm": flow_matching, "pfn": pfn, "fm+pfn": fm_pfn,
+              "pfn-ens": pfn_ensemble,
               "pow4": pow4, "mmf4": mmf4}
 
 __all__ = ["DKF", "DKFFit", "DKFState", "DemandSummary", "ForecastPredictor", "HORIZON", "LastSlope", "OraclePredictor",
-           "PREDICTORS", "ParametricCurve", "Predictor", "QUANTILE_LEVELS", "WLS", "WLSFit", "WLSState"]
+           "PFN_ENSEMBLE_MEMBERS", "PREDICTORS", "ParametricCurve", "Predictor", "QUANTILE_LEVELS", "WLS", "WLSFit", "WLSState"]
