@@ -225,7 +225,7 @@ def slot_ceiling(workload: Workload, n_nodes: int, n_slots: int, time_limit: flo
                       start=best)
     if exact.schedule is not None:
         schedule = _useful(workload, exact.schedule)
-        achieved = replay(workload, schedule, n_nodes, n_slots)["completed"]
+        achieved = _replayed(workload, schedule, n_nodes, n_slots)
         if achieved > best_value:
             best_value, best = achieved, schedule
     bound = min(float(cap), exact.bound)
@@ -301,6 +301,15 @@ def _chosen_sets(workload: Workload, n_nodes: int, until: float) -> list[np.ndar
         if not sets or len(chosen) >= len(sets[0]):  # a tie-break stopped early may return a worse set: left out
             sets.append(chosen)
     return sets
+
+
+def _replayed(workload: Workload, schedule: np.ndarray, n_nodes: int, n_slots: int) -> int:
+    """The completions the simulator replays ``schedule`` to, -1 when it refuses it (a rounded solution can serve
+    a task whose slot the replay did not give it)."""
+    try:
+        return replay(workload, schedule, n_nodes, n_slots)["completed"]
+    except ValueError:
+        return -1
 
 
 def replay(workload: Workload, schedule: np.ndarray, n_nodes: int, n_slots: int) -> dict[str, int]:

@@ -23,8 +23,9 @@ before t):
   (an objective-cap row slowed HiGHS's proofs on id/train).
 
 Every schedule the env can play is a feasible point (x integral), so HiGHS's dual bound is a valid
-upper bound even though x is continuous; the schedule read from x (services with x > ½) is replayed
-through the simulator by the caller, so a value is only ever claimed when the env achieves it.
+upper bound even though x is continuous; the schedule read from x (services with x > ½, at most N per step)
+is replayed through the simulator by the caller, so a value is only ever claimed when the env achieves it (a
+schedule the simulator refuses is not kept).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class _Program:
 
     def __init__(self, workload: Workload, n_nodes: int, n_slots: int) -> None:
         arrival, deadline, need = workload.arrival.astype(np.int64), workload.deadline.astype(np.int64), needed(workload)
-        self.workload, self.n_slots, self.need = workload, n_slots, need
+        self.workload, self.n_nodes, self.n_slots, self.need = workload, n_nodes, n_slots, need
         m = len(workload)
         self.can = can = np.flatnonzero(need <= deadline - arrival)
         arrivals = np.unique(arrival)
@@ -165,10 +166,18 @@ class _Program:
         return value
 
     def schedule(self, value: np.ndarray) -> np.ndarray:
-        """The (step, task) rows of the services with x > ½ in ``value``."""
+        """The (step, task) rows of the services with x > ½ in ``value``, at most ``n_nodes`` per step (those with
+        the largest x: x is continuous, so a solution may spread N node-steps over more than N tasks at a step)."""
         arrival = self.workload.arrival.astype(np.int64)
-        rows = sorted((int(arrival[j]) + s, j) for j in self.can.tolist() for s in np.flatnonzero(value[self.x[j]] > 0.5).tolist())
-        return np.array(rows, np.int64).reshape(-1, 2)
+        rows = [(-float(value[self.x[j][s]]), int(arrival[j]) + s, j) for j in self.can.tolist()
+                for s in np.flatnonzero(value[self.x[j]] > 0.5).tolist()]
+        per_step: dict[int, int] = {}
+        kept = []
+        for _, step, j in sorted(rows):
+            if per_step.get(step, 0) < self.n_nodes:
+                per_step[step] = per_step.get(step, 0) + 1
+                kept.append((step, j))
+        return np.array(sorted(kept), np.int64).reshape(-1, 2)
 
 
 def _highs_model(program: _Program, highspy, integer: bool):

@@ -5,8 +5,8 @@ the parking start in minutes: the program is large and its LP bound sits near th
 window is small: every service outside the steps [t0, t0 + W) is fixed to the incumbent schedule's, and HiGHS
 re-solves the services inside it (completions, admissions and slot holdings follow from the program's rows)
 from the incumbent, for a few seconds. A schedule is kept only when the simulator replays it to more
-completions (:func:`mara_agents.slot_ceiling.replay`), so a value is never claimed that the env does not
-reach. Windows slide by W / 2 over the episode; a pass that improves nothing doubles W (larger
+completions (:func:`mara_agents.slot_ceiling.replay`; a candidate the simulator refuses is dropped), so a value
+is never claimed that the env does not reach. Windows slide by W / 2 over the episode; a pass that improves nothing doubles W (larger
 neighbourhoods), until the time limit. The search improves the lower end of an interval only; the bound
 comes from :mod:`mara_agents.slot_milp`.
 """
@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from core_env.workload import Workload
-from mara_agents.slot_ceiling import replay
+from mara_agents.slot_ceiling import _replayed, replay
 from mara_agents.slot_milp import _highs, _Program, _solver
 
 __all__ = ["SlotWindows", "slot_windows"]
@@ -83,7 +83,7 @@ def slot_windows(workload: Workload, n_nodes: int, n_slots: int, start: np.ndarr
         windows += 1
         if solver.getInfo().primal_solution_status != 0:
             candidate = program.schedule(np.asarray(solver.getSolution().col_value))
-            value = replay(workload, candidate, n_nodes, n_slots)["completed"]
+            value = _replayed(workload, candidate, n_nodes, n_slots)
             if value > completed:
                 best, completed, improved, improved_this_pass = candidate, value, improved + 1, True
         t0 += max(1, width // 2)

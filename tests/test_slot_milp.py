@@ -125,6 +125,39 @@ def test_the_window_search_improves_a_committed_episode_from_the_clairvoyant_rul
     assert replay(workload, found.schedule, 4, 16)["completed"] == found.completed <= slot_milp(workload, 4, 16, 30.0).bound
 
 
+def test_a_fractional_solution_is_read_as_at_most_n_services_per_step_those_with_the_largest_x():
+    # x is continuous: 4 node-steps spread as 0.8 over 5 tasks at one step must not become 5 services
+    workload = unit_tasks(*[(0, 3, 1)] * 5)
+    program = _Program(workload, 4, 16)
+    value = np.zeros(program.n_vars)
+    for j, share in zip(range(5), (0.8, 0.8, 0.9, 0.7, 0.8)):
+        value[program.x[j][0]] = share
+    schedule = program.schedule(value)
+    assert schedule.tolist() == [[0, 0], [0, 1], [0, 2], [0, 4]]  # the 0.7 dropped, ties in task order
+    assert replay(workload, schedule, 4, 16)["completed"] == 4
+
+
+def test_the_window_search_drops_a_candidate_the_simulator_refuses(monkeypatch):
+    import mara_agents.slot_windows as windows
+
+    workload = _truncated("id", "train", 0, 1, 160)
+    greedy = greedy_schedule(workload, 4, 16)
+    before = replay(workload, greedy, 4, 16)["completed"]
+    calls = {"n": 0}
+
+    def refusing(workload, schedule, n_nodes, n_slots):  # the start replays; every candidate is refused
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise ValueError("the schedule serves 5 tasks at step 3, more than 4 nodes")
+        return replay(workload, schedule, n_nodes, n_slots)
+
+    monkeypatch.setattr("mara_agents.slot_ceiling.replay", refusing)
+    monkeypatch.setattr(windows, "replay", refusing)
+    found = windows.slot_windows(workload, 4, 16, greedy, 10.0, window=20, window_seconds=2.0)
+    assert calls["n"] > 1 and found.improved == 0 and found.completed == before
+    np.testing.assert_array_equal(found.schedule, greedy)
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [({"window": 1}, "window must be"), ({"window": 2.5}, "window must be"),
                                                  ({"window_seconds": 0.0}, "window_seconds"), ({"time_limit": float("nan")}, "time_limit")])
 def test_the_window_search_rejects_bad_input(kwargs, message):
