@@ -601,8 +601,8 @@ def figure(result: dict[str, Any]) -> Any:
     axes[0][0].set_ylabel(f"capped MAE (node-steps, cap {result['cap']})")
     axes[1][0].set_ylabel("feasible share (truth ≤ remaining window)")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(rows), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=(len(rows) + 1) // 2, fontsize=8, frameon=False)  # two lines
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
 
 
