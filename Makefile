@@ -15,12 +15,14 @@ STEP = step() { what=$$1; shift; t0=$$(date +%s); echo "[$$(date +%T)] make: $$w
 	if "$$@"; then echo "[$$(date +%T)] make: $$what: done in $$(( $$(date +%s) - t0 )) s"; \
 	else echo "[$$(date +%T)] make: $$what: FAILED after $$(( $$(date +%s) - t0 )) s"; return 1; fi; }; step
 # compat mode (a .pth puts the checkout on sys.path): our `benchmarks` beats torchrl's bare one from any dir, plain PEP 660 fails tests/test_third_party.py; only its deprecation notice is silenced
-EDITABLE = env PYTHONWARNINGS="ignore:Compat editable installs" $(1)/bin/python -m pip install --config-settings editable_mode=compat
+# flock: the two venvs install beside each other (`make test`), and two editable builds must not write this checkout's egg-info at once
+EDITABLE = flock build/.editable-install.lock env PYTHONWARNINGS="ignore:Compat editable installs" $(1)/bin/python -m pip install --config-settings editable_mode=compat
 .PHONY: setup test bench perf suites docs clean rllib-venv
 
 $(STAMP): pyproject.toml Makefile
 	@echo "[$$(date +%T)] make: setting up $(VENV): pip, torch==2.13.0 (CPU), then this package with its extras (minutes on a first run)"
 	@test -x $(BIN)/python || { $(STEP) "create $(VENV)" $(PYTHON) -m venv $(VENV); }
+	@mkdir -p build
 	@$(STEP) "upgrade pip" $(BIN)/python -m pip install --upgrade pip
 	@# torch first, pinned: anything unpinned would pull a multi-GB CUDA build
 	@$(STEP) "install torch==2.13.0 (CPU)" $(BIN)/python -m pip install torch==2.13.0
@@ -40,8 +42,12 @@ rllib-venv: $(RLLIB_STAMP)
 
 setup: $(STAMP)
 
-test: $(STAMP) docs
-	@$(MAKE) --no-print-directory rllib-venv || echo "make test: the RLlib/BenchMARL venv ($(RLLIB_VENV)) did not install; their tests will skip"
+# The RLlib/BenchMARL venv installs beside .venv and the docs (its lines prefixed [rllib-venv]): pip waits on the
+# network and on unpacking, so the two installs together take little longer than the larger one alone.
+test:
+	@mkdir -p build
+	@{ { $(MAKE) --no-print-directory rllib-venv || echo "make test: the RLlib/BenchMARL venv ($(RLLIB_VENV)) did not install; their tests will skip"; } 2>&1 \
+	   | sed -u 's/^/[rllib-venv] /' & }; $(MAKE) --no-print-directory docs; status=$$?; wait; exit $$status
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
