@@ -155,6 +155,10 @@ def _settled(old: dict | None, time_limit: float) -> bool:
     return old is not None and (old["status"] == "optimal" or (old["time_limit"] >= time_limit and "milp_seconds" in old))
 
 
+#: What a window search records in an episode's entry (:func:`improve_slot_schedules`); a later search keeps it.
+WINDOW_FIELDS = ("window_seconds", "window_time_limit", "windows_improved")
+
+
 def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS), time_limit: float = SLOT_TIME_LIMIT,
                 workers: int = 1) -> dict:
     """Fill ``slot_ceilings.json`` and ``slot_schedules.npz`` for the given suites (resuming, and improving
@@ -194,6 +198,8 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
                                               "relaxed_bound": relaxed[tuple(map(int, key.split("/")))]["bound"], "time_limit": time_limit,
                                               "seconds": round(solved.seconds + (old["seconds"] if old else 0.0), 3),
                                               "milp_seconds": round(solved.milp_seconds, 3), "schedule_sha256": _sha(schedules[array_key])}
+                    if old is not None:  # the record of a window search (--only slot-windows) stays with the episode
+                        entry["episodes"][key].update({field: old[field] for field in WINDOW_FIELDS if field in old})
                     if old is not None and "lp_bound" in old:  # a proof already stored stays, whatever this search proved
                         _lower_bound(entry["episodes"][key], old["lp_bound"], old["lp_seconds"], old["lp_time_limit"])
                     write_slot_files(store, schedules)

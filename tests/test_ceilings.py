@@ -287,6 +287,11 @@ def test_window_search_raises_stored_lower_ends_resumes_and_refuses_a_value_abov
     calls.clear()
     ceilings.improve_slot_schedules(["id"], ["train"], 5.0)
     assert calls == []  # resumed: every episode searched this long
+    ceilings.solve_slots(["id"], ["train"], 20.0)  # a longer search from the stored schedules keeps the windows' record
+    again = wl.suite_slot_ceilings("id", "train")[(0, 0)]
+    assert again["time_limit"] == 20.0 and (again["window_time_limit"], again["windows_improved"], again["window_seconds"]) == (5.0, 1, 4.0)
+    ceilings.improve_slot_schedules(["id"], ["train"], 5.0)
+    assert calls == []  # so the window search is not repeated for it either
     monkeypatch.setattr(sw, "slot_windows", lambda workload, n_nodes, n_slots, start, time_limit: sw.SlotWindows(start, 10**6, 1, 1, 1.0))
     with pytest.raises(RuntimeError, match="above the proven bound"):
         ceilings.improve_slot_schedules(["id"], ["train"], 10.0)
