@@ -15,8 +15,11 @@ STEP = step() { what=$$1; shift; t0=$$(date +%s); echo "[$$(date +%T)] make: $$w
 	if "$$@"; then echo "[$$(date +%T)] make: $$what: done in $$(( $$(date +%s) - t0 )) s"; \
 	else echo "[$$(date +%T)] make: $$what: FAILED after $$(( $$(date +%s) - t0 )) s"; return 1; fi; }; step
 # compat mode (a .pth puts the checkout on sys.path): our `benchmarks` beats torchrl's bare one from any dir, plain PEP 660 fails tests/test_third_party.py; only its deprecation notice is silenced
-# flock: the two venvs install beside each other (`make test`), and two editable builds must not write this checkout's egg-info at once
-EDITABLE = flock build/.editable-install.lock env PYTHONWARNINGS="ignore:Compat editable installs" $(1)/bin/python -m pip install --config-settings editable_mode=compat
+# flock: the two venvs install beside each other (`make test`), and two editable builds must not write this checkout's egg-info
+# at once; without flock (util-linux) they install one after the other
+LOCK := $(if $(shell command -v flock 2>/dev/null),flock build/.editable-install.lock,)
+BESIDE := $(if $(LOCK),&,;)
+EDITABLE = $(LOCK) env PYTHONWARNINGS="ignore:Compat editable installs" $(1)/bin/python -m pip install --config-settings editable_mode=compat
 .PHONY: setup test bench perf suites docs clean rllib-venv
 
 $(STAMP): pyproject.toml Makefile
@@ -47,7 +50,7 @@ setup: $(STAMP)
 test:
 	@mkdir -p build
 	@{ { $(MAKE) --no-print-directory rllib-venv || echo "make test: the RLlib/BenchMARL venv ($(RLLIB_VENV)) did not install; their tests will skip"; } 2>&1 \
-	   | sed -u 's/^/[rllib-venv] /' & }; $(MAKE) --no-print-directory docs; status=$$?; wait; exit $$status
+	   | sed -u 's/^/[rllib-venv] /' $(BESIDE) }; $(MAKE) --no-print-directory docs; status=$$?; wait; exit $$status
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
