@@ -48,7 +48,6 @@ setup: $(STAMP)
 # The RLlib/BenchMARL venv installs beside .venv and the docs (its lines prefixed [rllib-venv]): pip waits on the
 # network and on unpacking, so the two installs together take little longer than the larger one alone.
 test:
-	@mkdir -p build
 	@{ { $(MAKE) --no-print-directory rllib-venv || echo "make test: the RLlib/BenchMARL venv ($(RLLIB_VENV)) did not install; their tests will skip"; } 2>&1 \
 	   | sed -u 's/^/[rllib-venv] /' $(BESIDE) }; $(MAKE) --no-print-directory docs; status=$$?; wait; exit $$status
 	$(BIN)/python -m pytest -q
