@@ -15,9 +15,12 @@
    replayed in the env (tests/test_slot_ceiling.py does).
 
 3. **LP bounds** (``--only slot-bounds``, :func:`tighten_slot_bounds`): the LP relaxation of the exact slot
-   program (interior point, :func:`mara_agents.slot_milp.slot_lp_bound`) for every stored K-slot interval:
+   program (interior point, :func:`mara_agents.slot_milp.slot_lp`) for every stored K-slot interval:
    a proof below the slot-relaxed optimum where the slots bind, also where the search's branch and cut never
-   finished its root (load x2); it lowers ``bound`` and stays through later searches.
+   finished its root (load x2); it lowers ``bound`` and stays through later searches. Each episode also records
+   where the relaxation escapes the slot rule (:data:`LP_FIELDS`: contested arrivals and the fractional
+   admissions among them, completion indicators and the fractional ones), which says why its bound sits near the
+   slot-relaxed optimum at the heavy loads.
 4. **Window search** (``--only slot-windows``, :func:`improve_slot_schedules`): from each stored K-slot interval's
    schedule, HiGHS re-solves one time window at a time with the rest fixed
    (:func:`mara_agents.slot_windows.slot_windows`); a schedule the simulator replays to more completions replaces
@@ -157,6 +160,8 @@ def _settled(old: dict | None, time_limit: float) -> bool:
 
 #: What a window search records in an episode's entry (:func:`improve_slot_schedules`); a later search keeps it.
 WINDOW_FIELDS = ("window_seconds", "window_time_limit", "windows_improved")
+#: What an episode's entry records of the LP relaxation's optimum (:class:`mara_agents.slot_milp.SlotLp`'s counts).
+LP_FIELDS = ("lp_contested", "lp_fractional_admissions", "lp_releases", "lp_fractional_releases")
 
 
 def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS), time_limit: float = SLOT_TIME_LIMIT,
@@ -198,8 +203,8 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
                                               "relaxed_bound": relaxed[tuple(map(int, key.split("/")))]["bound"], "time_limit": time_limit,
                                               "seconds": round(solved.seconds + (old["seconds"] if old else 0.0), 3),
                                               "milp_seconds": round(solved.milp_seconds, 3), "schedule_sha256": _sha(schedules[array_key])}
-                    if old is not None:  # the record of a window search (--only slot-windows) stays with the episode
-                        entry["episodes"][key].update({field: old[field] for field in WINDOW_FIELDS if field in old})
+                    if old is not None:  # the records of a window search and of the LP relaxation stay with the episode
+                        entry["episodes"][key].update({field: old[field] for field in (*WINDOW_FIELDS, *LP_FIELDS) if field in old})
                     if old is not None and "lp_bound" in old:  # a proof already stored stays, whatever this search proved
                         _lower_bound(entry["episodes"][key], old["lp_bound"], old["lp_seconds"], old["lp_time_limit"])
                     write_slot_files(store, schedules)
@@ -207,17 +212,18 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
 
 
 def _bound_one(task_set: str, load: str, root: int, episode: int, n_nodes: int, n_slots: int, time_limit: float):
-    from mara_agents.slot_milp import slot_lp_bound
+    from mara_agents.slot_milp import slot_lp
 
-    return slot_lp_bound(load_suite(task_set, load, root, episode), n_nodes, n_slots, time_limit)
+    return slot_lp(load_suite(task_set, load, root, episode), n_nodes, n_slots, time_limit)
 
 
-def _lower_bound(episode: dict, lp_bound: float | None, seconds: float, time_limit: float) -> None:
-    """Record an LP bound (None: not reached in ``time_limit``) in a stored K-slot episode and lower its bound
-    to it where it is smaller (gap and status follow)."""
+def _lower_bound(episode: dict, lp_bound: float | None, seconds: float, time_limit: float, counts: Sequence[int] = ()) -> None:
+    """Record an LP bound (None: not reached in ``time_limit``) in a stored K-slot episode, with ``counts`` (the
+    :data:`LP_FIELDS`, when given), and lower its bound to it where it is smaller (gap and status follow)."""
     episode.update(lp_seconds=round(seconds, 3), lp_time_limit=time_limit)
     if lp_bound is None:
         return
+    episode.update(zip(LP_FIELDS, map(int, counts)))
     if lp_bound < episode["completed"]:
         raise RuntimeError(f"the LP bound {lp_bound} is below a replayed schedule's {episode['completed']} completions (a modelling error)")
     episode["lp_bound"] = lp_bound
@@ -245,20 +251,31 @@ def tighten_slot_bounds(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Seque
     """Lower the upper end of every stored K-slot interval of the given suites to the LP relaxation of the exact
     program (:func:`mara_agents.slot_milp.slot_lp_bound`, at most ``time_limit`` seconds per episode; ``lp_bound``,
     ``lp_seconds``, ``lp_time_limit`` in the episode's entry), where the search's bound is the slot-relaxed optimum
-    because HiGHS's branch and cut never finished its root (load x2) or never ran. Resumable: an episode with an
-    LP bound, or tried with at least ``time_limit``, is skipped; stored schedules are not touched. Needs the K-slot
-    ceilings of the suites (``--only slots`` first); returns the JSON's content."""
+    because HiGHS's branch and cut never finished its root (load x2) or never ran; the :data:`LP_FIELDS` record where
+    the relaxation escapes the slot rule. Resumable: an episode with an LP bound and its counts, or tried with at
+    least ``time_limit``, is skipped (one with a bound stored before the counts existed is solved again for them);
+    stored schedules are not touched. Needs the K-slot ceilings of the suites (``--only slots`` first); returns
+    the JSON's content."""
     _check_workers(workers)
     store = read_slot_ceilings(SLOT_CEILINGS_PATH)
     with _Pool(workers, _bound_one) as pool:
         for task_set, load, entry in _stored_suites(store, task_sets, loads):
             jobs = [(key, (task_set, load, *map(int, key.split("/")), entry["n_nodes"], entry["n_slots"], time_limit))
                     for key, episode in entry["episodes"].items()
-                    if episode["status"] != "optimal" and "lp_bound" not in episode and episode.get("lp_time_limit", 0.0) < time_limit]
-            for key, (bound, seconds) in tqdm(pool.results(jobs), total=len(jobs), desc=f"LP bound {task_set}/{load}", leave=False):
-                _lower_bound(entry["episodes"][key], bound, seconds, time_limit)
+                    if episode["status"] != "optimal" and _lp_missing(episode, time_limit)]
+            for key, lp in tqdm(pool.results(jobs), total=len(jobs), desc=f"LP bound {task_set}/{load}", leave=False):
+                _lower_bound(entry["episodes"][key], lp.bound, lp.seconds, time_limit,
+                             (lp.contested, lp.fractional_admissions, lp.releases, lp.fractional_releases))
                 write_slot_files(store)
     return store
+
+
+def _lp_missing(episode: dict, time_limit: float) -> bool:
+    """Whether ``--only slot-bounds`` should solve an episode's LP relaxation: no bound yet and not tried for
+    ``time_limit`` seconds, or a bound stored without the :data:`LP_FIELDS`."""
+    if "lp_bound" in episode:
+        return any(field not in episode for field in LP_FIELDS)
+    return episode.get("lp_time_limit", 0.0) < time_limit
 
 
 def _windows_one(task_set: str, load: str, root: int, episode: int, n_nodes: int, n_slots: int, time_limit: float, start: np.ndarray):
@@ -404,6 +421,7 @@ def table(paper: dict | None = None) -> str:
                f"program alone, `--only slot-bounds`: {len(by_lp)} episodes, {np.median([e['lp_seconds'] for e in by_lp]):.0f} s median, "
                f"{np.mean([e['relaxed_bound'] - e['lp_bound'] for e in by_lp]):.1f} completions below the slot-relaxed optimum on average)"
                if by_lp else "")
+    escapes = _lp_escapes(store)
     parked = [e for e in every if "parked" in e]
     starts = (f"{len(parked)} of {len(every)} episodes were searched from the parking rule's schedule too (`mara_agents/slot_hints.py`: the "
               "slot-relaxed optimum's tasks, each one's last service held back until a chosen arrival needs its slot, so that slots stay "
@@ -430,10 +448,34 @@ def table(paper: dict | None = None) -> str:
     return (text + f"\n\n{sum(e['gap'] <= PROVEN_GAP for e in every)} of {len(every)} episodes within {100 * PROVEN_GAP:.1f} % of their proven bound "
             f"({verdict}); searched {sum(e['seconds'] for e in every) / 60:.0f} min in all (time limits {limits} per episode, "
             f"summed over runs in the search s column). {starts}{exact}{windows}A bound below the slot-relaxed optimum was proven on {below} of "
-            f"{len(every)} episodes{lp_text}; elsewhere the upper end of an interval is that optimum. The episodes left as intervals were searched "
+            f"{len(every)} episodes{lp_text}; elsewhere the upper end of an interval is that optimum. {escapes}The episodes left as intervals were searched "
             "without the MILP or ran out of time in it; whether their optimum also sits at the upper end was not measured. For a row above "
             "EDF, the share of the gap closed against `milp-slots` can overstate its true share by up to the interval's width, most at the "
             "heavier loads; the share against `milp` is the lower end.")
+
+
+def _lp_escapes(store: dict) -> str:
+    """A sentence on where the LP relaxation escapes the slot rule, per load, pooled over the episodes that record
+    its :data:`LP_FIELDS`; empty when none does."""
+    per_load: dict[str, list[dict]] = {}
+    for name, entry in store.items():
+        recorded = [e for e in entry["episodes"].values() if all(field in e for field in LP_FIELDS)]
+        per_load.setdefault(name.removesuffix(".npz").split("__")[1], []).extend(recorded)
+    parts = []
+    for load in sorted(per_load, key=list(LOADS).index):
+        episodes = per_load[load]
+        if episodes:
+            admitted = sum(e["lp_fractional_admissions"] for e in episodes) / max(1, sum(e["lp_contested"] for e in episodes))
+            released = sum(e["lp_fractional_releases"] for e in episodes) / max(1, sum(e["lp_releases"] for e in episodes))
+            parts.append(f"at load {load} ({len(episodes)} episodes) it admits {100 * admitted:.0f} % of the arrivals that may meet full "
+                         f"slots only in part, and {100 * released:.0f} % of its completion indicators are fractional")
+    if not parts:
+        return ""
+    return ("Where the LP relaxation's bound stays near the slot-relaxed optimum, it escapes the slot rule by fractions (read from "
+            "its optimum, `--only slot-bounds`): " + "; ".join(parts) + ". A part-admitted task holds part of a slot, so the "
+            "relaxation keeps the slots nearly full, which rejects the arrivals it does not want, while still admitting the ones it "
+            "does; a fractional completion releases a slot gradually as its task is served. A tighter upper end needs a "
+            "formulation that keeps each slot held whole. ")
 
 
 def _relaxed_entry(relaxed: dict, name: str, key: str) -> dict:

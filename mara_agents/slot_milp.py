@@ -39,7 +39,7 @@ from core_env.extras import needs
 from core_env.workload import Workload
 from mara_agents.slot_hints import check, needed
 
-__all__ = ["SlotMilp", "slot_lp_bound", "slot_milp"]
+__all__ = ["SlotLp", "SlotMilp", "slot_lp", "slot_lp_bound", "slot_milp"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +53,27 @@ class SlotMilp:
     bound: float
     optimal: bool
     seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SlotLp:
+    """The LP relaxation's answer (:func:`slot_lp`): ``bound`` (its optimum rounded down; None when the time limit did
+    not reach it), ``seconds``, and where it escapes the slot rule, read from its optimum: ``contested`` (the arrivals
+    that may meet a full set of slots: those with slot rows), ``fractional_admissions`` (of those, admitted in part:
+    a fraction of a task that holds a fraction of a slot), ``releases`` (the completion indicators f_{j,t}) and
+    ``fractional_releases`` (of those, strictly between 0 and 1: a slot released in part while its task is served).
+    The four counts are 0 when the bound was not reached."""
+
+    bound: float | None
+    seconds: float
+    contested: int
+    fractional_admissions: int
+    releases: int
+    fractional_releases: int
+
+
+#: A relaxed binary strictly inside (FRACTIONAL, 1 - FRACTIONAL) counts as fractional in :class:`SlotLp`.
+FRACTIONAL = 1e-6
 
 
 class _Rows:
@@ -123,12 +144,14 @@ class _Program:
         self.lower, self.upper = np.zeros(self.n_vars), np.ones(self.n_vars)
         for j in can.tolist():
             self.upper[list(s[j].values())] = need[j]
+        self.contested = []  # the arrivals with slot rows
         for i in range(m):
             a = int(arrival[i])
             holders = [j for j in range(i) if deadline[j] > a]
             if len(holders) < n_slots:  # a slot is free whatever happened: admitted
                 self.lower[adm[i]] = 1.0
                 continue
+            self.contested.append(i)
             done = [f[j][a] for j in holders if j in f and a in f[j]]
             cols = [*adm[holders], *done, adm[i]]
             held = [*np.ones(len(holders)), *-np.ones(len(done))]
@@ -219,10 +242,10 @@ def _highs(program: _Program, highspy, time_limit: float, integer: bool, options
     return solver
 
 
-def slot_lp_bound(workload: Workload, n_nodes: int, n_slots: int, time_limit: float) -> tuple[float | None, float]:
-    """(bound, seconds): the optimum of the module docstring's program with every binary relaxed to [0, 1],
-    rounded down (the objective counts whole completions), solved by HiGHS's interior point method with
-    crossover; None when ``time_limit`` seconds do not reach it.
+def slot_lp(workload: Workload, n_nodes: int, n_slots: int, time_limit: float) -> SlotLp:
+    """The module docstring's program with every binary relaxed to [0, 1], solved by HiGHS's interior point method
+    with crossover: its optimum rounded down (the objective counts whole completions) as :class:`SlotLp`'s bound,
+    with the counts of where the relaxation escapes the slot rule.
 
     Every schedule the env can play is a feasible point of the relaxation, so the bound holds for the K-slot
     optimum; where the slots bind it lies below the slot-relaxed optimum (at load x2 HiGHS's branch and cut
@@ -233,14 +256,29 @@ def slot_lp_bound(workload: Workload, n_nodes: int, n_slots: int, time_limit: fl
         ImportError: highspy is not installed (``pip install 'core-learning[ceilings]'``).
     """
     highspy, program, solver = _solver(workload, n_nodes, n_slots, time_limit, integer=False, options=(("solver", "ipm"), ("run_crossover", "on")))
-    if solver is None:
-        return 0.0, 0.0
+    if solver is None:  # no task can finish: nothing to relax
+        return SlotLp(0.0, 0.0, len(program.contested), 0, 0, 0)
     began = time.perf_counter()
     solver.run()
     seconds = time.perf_counter() - began
     if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        return None, seconds
-    return float(np.floor(solver.getInfo().objective_function_value + 1e-6)), seconds
+        return SlotLp(None, seconds, 0, 0, 0, 0)
+    value = np.asarray(solver.getSolution().col_value)
+    admitted = value[program.adm[program.contested]]
+    released = value[np.fromiter((f for done in program.f.values() for f in done.values()), np.int64)]
+    return SlotLp(float(np.floor(solver.getInfo().objective_function_value + 1e-6)), seconds, len(program.contested), _fractional(admitted),
+                  int(released.size), _fractional(released))
+
+
+def _fractional(values: np.ndarray) -> int:
+    """How many relaxed binaries in ``values`` lie strictly inside (FRACTIONAL, 1 − FRACTIONAL)."""
+    return int(np.count_nonzero((values > FRACTIONAL) & (values < 1 - FRACTIONAL)))
+
+
+def slot_lp_bound(workload: Workload, n_nodes: int, n_slots: int, time_limit: float) -> tuple[float | None, float]:
+    """(bound, seconds) of :func:`slot_lp` (None: not reached in ``time_limit`` seconds); raises as it does."""
+    lp = slot_lp(workload, n_nodes, n_slots, time_limit)
+    return lp.bound, lp.seconds
 
 
 def slot_milp(workload: Workload, n_nodes: int, n_slots: int, time_limit: float, upper_bound: float | None = None,

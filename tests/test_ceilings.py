@@ -231,25 +231,38 @@ def test_lp_bounds_lower_the_stored_intervals_resume_and_survive_a_later_search(
 
     def lp(workload, n_nodes, n_slots, time_limit):
         calls.append(time_limit)
-        return (None if len(calls) == 2 else 1.0 if len(calls) == 3 else 2.0), 3.0  # not reached once; the schedule's value once
+        bound = None if len(calls) == 2 else 1.0 if len(calls) == 3 else 2.0  # not reached once; the schedule's value once
+        return slot_milp.SlotLp(bound, 3.0, *((7, 2, 9, 4) if bound is not None else (0, 0, 0, 0)))
 
-    monkeypatch.setattr(slot_milp, "slot_lp_bound", lp)
+    monkeypatch.setattr(slot_milp, "slot_lp", lp)
     ceilings.tighten_slot_bounds(["id"], ["train"], 5.0)
     assert len(calls) == 40
     stored = wl.suite_slot_ceilings("id", "train")  # verified on read: the manifest was written with the file
     assert stored[(0, 0)]["bound"] == 2.0 and stored[(0, 0)]["lp_bound"] == 2.0 and stored[(0, 0)]["gap"] == 0.5
+    assert [stored[(0, 0)][field] for field in ceilings.LP_FIELDS] == [7, 2, 9, 4]  # where the relaxation escapes the slots
     assert "lp_bound" not in stored[(0, 1)] and stored[(0, 1)]["bound"] == stored[(0, 1)]["relaxed_bound"]  # not reached: kept
+    assert not any(field in stored[(0, 1)] for field in ceilings.LP_FIELDS)
     assert stored[(0, 2)]["bound"] == 1.0 and stored[(0, 2)]["status"] == "optimal"  # meets the schedule: proven
+    assert "at load train (39 episodes) it admits 29 % of the arrivals" in ceilings.table()  # 2 of 7; 4 of 9 -> 44 %
+    assert "44 % of its completion indicators are fractional" in ceilings.table()
     calls.clear()
     ceilings.tighten_slot_bounds(["id"], ["train"], 5.0)
     assert calls == []  # every episode has its LP bound, or was tried this long
     ceilings.tighten_slot_bounds(["id"], ["train"], 10.0)
     assert len(calls) == 1  # the one not reached, with more time
+    store = wl.read_slot_ceilings()  # a bound stored before the counts existed: solved again for them
+    for field in ceilings.LP_FIELDS:
+        store["id__train.npz"]["episodes"]["0/3"].pop(field)
+    ceilings.write_slot_files(store)
+    calls.clear()
+    ceilings.tighten_slot_bounds(["id"], ["train"], 10.0)
+    assert len(calls) == 1 and wl.suite_slot_ceilings("id", "train")[(0, 3)]["lp_contested"] == 7
     ceilings.solve_slots(["id"], ["train"], 20.0)  # a longer search whose own bound is the relaxed one
     stored = wl.suite_slot_ceilings("id", "train")
     assert stored[(0, 0)]["bound"] == 2.0 and stored[(0, 0)]["time_limit"] == 20.0  # the LP proof stays
+    assert [stored[(0, 0)][field] for field in ceilings.LP_FIELDS] == [7, 2, 9, 4]  # and so do its counts
 
-    monkeypatch.setattr(slot_milp, "slot_lp_bound", lambda *args: (0.0, 1.0))
+    monkeypatch.setattr(slot_milp, "slot_lp", lambda *args: slot_milp.SlotLp(0.0, 1.0, 0, 0, 0, 0))
     store = wl.read_slot_ceilings()
     store["id__train.npz"]["episodes"]["0/3"].pop("lp_bound", None)
     store["id__train.npz"]["episodes"]["0/3"]["lp_time_limit"] = 0.0

@@ -92,6 +92,21 @@ def test_the_lp_bound_holds_and_the_slots_can_lower_it_below_the_relaxed_optimum
     assert below >= 1  # where a slot is held, the relaxation of the exact rules already sees it
 
 
+def test_the_lp_counts_where_it_escapes_the_slot_rule():
+    from mara_agents.slot_milp import slot_lp, slot_lp_bound
+
+    escaped = 0
+    for tasks, workload, n_nodes, n_slots in small_instances(29):
+        lp = slot_lp(workload, n_nodes, n_slots, 10.0)
+        arrival, deadline = workload.arrival, workload.deadline
+        contested = sum(np.count_nonzero(deadline[:i] > arrival[i]) >= n_slots for i in range(len(workload)))
+        assert lp.contested == contested, tasks  # the arrivals that may find every slot held
+        assert 0 <= lp.fractional_admissions <= lp.contested and 0 <= lp.fractional_releases <= lp.releases, tasks
+        assert slot_lp_bound(workload, n_nodes, n_slots, 10.0)[0] == lp.bound is not None
+        escaped += lp.fractional_admissions > 0
+    assert escaped >= 1  # a part-admitted task: the relaxation's way around a full set of slots
+
+
 @pytest.mark.parametrize(("nodes", "slots", "limit", "message"), [(0, 1, 1.0, "n_nodes"), (1, 1, float("nan"), "time_limit")])
 def test_the_lp_bound_rejects_bad_input(nodes, slots, limit, message):
     from mara_agents.slot_milp import slot_lp_bound
