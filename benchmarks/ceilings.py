@@ -219,14 +219,19 @@ def _bound_one(task_set: str, load: str, root: int, episode: int, n_nodes: int, 
 
 def _lower_bound(episode: dict, lp_bound: float | None, seconds: float, time_limit: float, counts: Sequence[int] = ()) -> None:
     """Record an LP bound (None: not reached in ``time_limit``) in a stored K-slot episode, with ``counts`` (the
-    :data:`LP_FIELDS`, when given), and lower its bound to it where it is smaller (gap and status follow)."""
+    :data:`LP_FIELDS`, when given), and lower its bound to it where it is smaller (gap and status follow). A stored
+    LP bound is never replaced by a larger one, nor its seconds and time limit by a try that did not reach it
+    (that try is kept as ``lp_counts_time_limit``: solved again for the counts only with more time)."""
+    if lp_bound is None and "lp_bound" in episode:
+        episode["lp_counts_time_limit"] = time_limit
+        return
     episode.update(lp_seconds=round(seconds, 3), lp_time_limit=time_limit)
     if lp_bound is None:
         return
     episode.update(zip(LP_FIELDS, map(int, counts)))
     if lp_bound < episode["completed"]:
         raise RuntimeError(f"the LP bound {lp_bound} is below a replayed schedule's {episode['completed']} completions (a modelling error)")
-    episode["lp_bound"] = lp_bound
+    episode["lp_bound"] = min(lp_bound, episode.get("lp_bound", np.inf))
     if lp_bound < episode["bound"]:
         episode["bound"] = lp_bound
         episode["gap"] = (lp_bound - episode["completed"]) / max(lp_bound, 1.0)
@@ -253,7 +258,7 @@ def tighten_slot_bounds(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Seque
     ``lp_seconds``, ``lp_time_limit`` in the episode's entry), where the search's bound is the slot-relaxed optimum
     because HiGHS's branch and cut never finished its root (load x2) or never ran; the :data:`LP_FIELDS` record where
     the relaxation escapes the slot rule. Resumable: an episode with an LP bound and its counts, or tried with at
-    least ``time_limit``, is skipped (one with a bound stored before the counts existed is solved again for them);
+    least ``time_limit``, is skipped (an interval with a bound stored before the counts existed is solved again for them);
     stored schedules are not touched. Needs the K-slot ceilings of the suites (``--only slots`` first); returns
     the JSON's content."""
     _check_workers(workers)
@@ -272,9 +277,9 @@ def tighten_slot_bounds(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Seque
 
 def _lp_missing(episode: dict, time_limit: float) -> bool:
     """Whether ``--only slot-bounds`` should solve an episode's LP relaxation: no bound yet and not tried for
-    ``time_limit`` seconds, or a bound stored without the :data:`LP_FIELDS`."""
+    ``time_limit`` seconds, or a bound stored without the :data:`LP_FIELDS` and not tried for them that long."""
     if "lp_bound" in episode:
-        return any(field not in episode for field in LP_FIELDS)
+        return any(field not in episode for field in LP_FIELDS) and episode.get("lp_counts_time_limit", 0.0) < time_limit
     return episode.get("lp_time_limit", 0.0) < time_limit
 
 
@@ -465,17 +470,17 @@ def _lp_escapes(store: dict) -> str:
     for load in sorted(per_load, key=list(LOADS).index):
         episodes = per_load[load]
         if episodes:
-            admitted = sum(e["lp_fractional_admissions"] for e in episodes) / max(1, sum(e["lp_contested"] for e in episodes))
-            released = sum(e["lp_fractional_releases"] for e in episodes) / max(1, sum(e["lp_releases"] for e in episodes))
-            parts.append(f"at load {load} ({len(episodes)} episodes) it admits {100 * admitted:.0f} % of the arrivals that may meet full "
-                         f"slots only in part, and {100 * released:.0f} % of its completion indicators are fractional")
+            admitted = [sum(e[field] for e in episodes) for field in ("lp_fractional_admissions", "lp_contested")]
+            released = [sum(e[field] for e in episodes) for field in ("lp_fractional_releases", "lp_releases")]
+            parts.append(f"at load {load} ({len(episodes)} episodes) {admitted[0]} of the {admitted[1]} arrivals that may meet every slot "
+                         f"held ({100 * admitted[0] / max(1, admitted[1]):.0f} %) are admitted in part, and {released[0]} of its {released[1]} "
+                         f"completion indicators ({100 * released[0] / max(1, released[1]):.0f} %) are fractional")
     if not parts:
         return ""
-    return ("Where the LP relaxation's bound stays near the slot-relaxed optimum, it escapes the slot rule by fractions (read from "
-            "its optimum, `--only slot-bounds`): " + "; ".join(parts) + ". A part-admitted task holds part of a slot, so the "
-            "relaxation keeps the slots nearly full, which rejects the arrivals it does not want, while still admitting the ones it "
-            "does; a fractional completion releases a slot gradually as its task is served. A tighter upper end needs a "
-            "formulation that keeps each slot held whole. ")
+    return ("On the episodes whose interval `--only slot-bounds` solved, the LP optimum HiGHS returned (one optimal vertex of the relaxation) "
+            "meets the slot rows by fractions: " + "; ".join(parts) + ". A part-admitted task holds part of a slot, and a fractional "
+            "completion releases part of a slot before its task is done; whether these fractions account for the distance between "
+            "the LP bound and the best schedule was not measured. ")
 
 
 def _relaxed_entry(relaxed: dict, name: str, key: str) -> dict:

@@ -93,18 +93,21 @@ def test_the_lp_bound_holds_and_the_slots_can_lower_it_below_the_relaxed_optimum
 
 
 def test_the_lp_counts_where_it_escapes_the_slot_rule():
-    from mara_agents.slot_milp import slot_lp, slot_lp_bound
+    from mara_agents.slot_milp import SlotLp, slot_lp, slot_lp_bound
 
-    escaped = 0
+    from mara_agents.slot_hints import needed
+
     for tasks, workload, n_nodes, n_slots in small_instances(29):
         lp = slot_lp(workload, n_nodes, n_slots, 10.0)
-        arrival, deadline = workload.arrival, workload.deadline
+        arrival, deadline, need = workload.arrival, workload.deadline, needed(workload)
         contested = sum(np.count_nonzero(deadline[:i] > arrival[i]) >= n_slots for i in range(len(workload)))
-        assert lp.contested == contested, tasks  # the arrivals that may find every slot held
+        steps = np.unique(arrival)  # a completion indicator per task that can finish and per arrival step after its least finish
+        releases = sum(np.count_nonzero((steps >= a + n) & (steps < d)) for a, d, n in zip(arrival, deadline, need) if n <= d - a)
+        assert (lp.contested, lp.releases) == (contested, releases), tasks
         assert 0 <= lp.fractional_admissions <= lp.contested and 0 <= lp.fractional_releases <= lp.releases, tasks
         assert slot_lp_bound(workload, n_nodes, n_slots, 10.0)[0] == lp.bound is not None
-        escaped += lp.fractional_admissions > 0
-    assert escaped >= 1  # a part-admitted task: the relaxation's way around a full set of slots
+    hopeless = unit_tasks((0, 1, 2), (0, 1, 2))  # no task can finish: nothing to solve, the contested arrival still counted
+    assert slot_lp(hopeless, 1, 1, 5.0) == SlotLp(0.0, 0.0, 1, 0, 0, 0)
 
 
 @pytest.mark.parametrize(("nodes", "slots", "limit", "message"), [(0, 1, 1.0, "n_nodes"), (1, 1, float("nan"), "time_limit")])
