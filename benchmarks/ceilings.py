@@ -472,8 +472,8 @@ def _lp_escapes(store: dict) -> str:
         if episodes:
             admitted = [sum(e[field] for e in episodes) for field in ("lp_fractional_admissions", "lp_contested")]
             released = [sum(e[field] for e in episodes) for field in ("lp_fractional_releases", "lp_releases")]
-            parts.append(f"at load {load} ({len(episodes)} episodes) {admitted[0]} of the {admitted[1]} arrivals that may meet every slot "
-                         f"held ({100 * admitted[0] / max(1, admitted[1]):.0f} %) are admitted in part, and {released[0]} of its {released[1]} "
+            parts.append(f"at load {load} ({len(episodes)} episodes) {admitted[0]:,} of the {admitted[1]:,} arrivals that may meet every slot "
+                         f"held ({100 * admitted[0] / max(1, admitted[1]):.0f} %) are admitted in part, and {released[0]:,} of its {released[1]:,} "
                          f"completion indicators ({100 * released[0] / max(1, released[1]):.0f} %) are fractional")
     if not parts:
         return ""
