@@ -254,7 +254,7 @@ def _stored_suites(store: dict, task_sets: Sequence[str], loads: Sequence[str]):
 def tighten_slot_bounds(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS), time_limit: float = SLOT_TIME_LIMIT,
                         workers: int = 1) -> dict:
     """Lower the upper end of every stored K-slot interval of the given suites to the LP relaxation of the exact
-    program (:func:`mara_agents.slot_milp.slot_lp_bound`, at most ``time_limit`` seconds per episode; ``lp_bound``,
+    program (:func:`mara_agents.slot_milp.slot_lp`, at most ``time_limit`` seconds per episode; ``lp_bound``,
     ``lp_seconds``, ``lp_time_limit`` in the episode's entry), where the search's bound is the slot-relaxed optimum
     because HiGHS's branch and cut never finished its root (load x2) or never ran; the :data:`LP_FIELDS` record where
     the relaxation escapes the slot rule. Resumable: an episode with an LP bound and its counts, or tried with at

@@ -39,7 +39,7 @@ from core_env.extras import needs
 from core_env.workload import Workload
 from mara_agents.slot_hints import check, needed
 
-__all__ = ["SlotLp", "SlotMilp", "slot_lp", "slot_lp_bound", "slot_milp"]
+__all__ = ["SlotLp", "SlotMilp", "slot_lp", "slot_milp"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,12 +273,6 @@ def slot_lp(workload: Workload, n_nodes: int, n_slots: int, time_limit: float) -
 def _fractional(values: np.ndarray) -> int:
     """How many relaxed binaries in ``values`` lie strictly inside (FRACTIONAL, 1 − FRACTIONAL)."""
     return int(np.count_nonzero((values > FRACTIONAL) & (values < 1 - FRACTIONAL)))
-
-
-def slot_lp_bound(workload: Workload, n_nodes: int, n_slots: int, time_limit: float) -> tuple[float | None, float]:
-    """(bound, seconds) of :func:`slot_lp` (None: not reached in ``time_limit`` seconds); raises as it does."""
-    lp = slot_lp(workload, n_nodes, n_slots, time_limit)
-    return lp.bound, lp.seconds
 
 
 def slot_milp(workload: Workload, n_nodes: int, n_slots: int, time_limit: float, upper_bound: float | None = None,

@@ -80,11 +80,12 @@ def test_bad_input_raises(nodes, slots, limit, message):
 
 
 def test_the_lp_bound_holds_and_the_slots_can_lower_it_below_the_relaxed_optimum():
-    from mara_agents.slot_milp import slot_lp_bound
+    from mara_agents.slot_milp import slot_lp
 
     below = 0
     for seed, (tasks, workload, n_nodes, n_slots) in enumerate(small_instances(29)):
-        bound, seconds = slot_lp_bound(workload, n_nodes, n_slots, 10.0)
+        lp = slot_lp(workload, n_nodes, n_slots, 10.0)
+        bound, seconds = lp.bound, lp.seconds
         truth = exhaustive(workload, n_nodes, n_slots)
         assert bound is not None and bound == int(bound) and seconds >= 0
         assert truth <= bound <= np.sum(workload.deadline - workload.arrival >= 1), (seed, tasks)
@@ -93,7 +94,7 @@ def test_the_lp_bound_holds_and_the_slots_can_lower_it_below_the_relaxed_optimum
 
 
 def test_the_lp_counts_where_it_escapes_the_slot_rule():
-    from mara_agents.slot_milp import SlotLp, slot_lp, slot_lp_bound
+    from mara_agents.slot_milp import SlotLp, slot_lp
 
     from mara_agents.slot_hints import needed
 
@@ -105,17 +106,17 @@ def test_the_lp_counts_where_it_escapes_the_slot_rule():
         releases = sum(np.count_nonzero((steps >= a + n) & (steps < d)) for a, d, n in zip(arrival, deadline, need) if n <= d - a)
         assert (lp.contested, lp.releases) == (contested, releases), tasks
         assert 0 <= lp.fractional_admissions <= lp.contested and 0 <= lp.fractional_releases <= lp.releases, tasks
-        assert slot_lp_bound(workload, n_nodes, n_slots, 10.0)[0] == lp.bound is not None
+        assert lp.bound is not None
     hopeless = unit_tasks((0, 1, 2), (0, 1, 2))  # no task can finish: nothing to solve, the contested arrival still counted
     assert slot_lp(hopeless, 1, 1, 5.0) == SlotLp(0.0, 0.0, 1, 0, 0, 0)
 
 
 @pytest.mark.parametrize(("nodes", "slots", "limit", "message"), [(0, 1, 1.0, "n_nodes"), (1, 1, float("nan"), "time_limit")])
 def test_the_lp_bound_rejects_bad_input(nodes, slots, limit, message):
-    from mara_agents.slot_milp import slot_lp_bound
+    from mara_agents.slot_milp import slot_lp
 
     with pytest.raises(ValueError, match=message):
-        slot_lp_bound(unit_tasks((0, 2, 1)), nodes, slots, limit)
+        slot_lp(unit_tasks((0, 2, 1)), nodes, slots, limit)
 
 
 def test_the_window_search_reaches_the_optimum_from_a_poor_start_and_only_keeps_replayed_gains():
