@@ -41,7 +41,7 @@ where it stopped; episodes of a suite file whose checksum changed are solved aga
 larger ``--slot-time-limit`` searches again every K-slot episode not proven optimal that was searched for
 less time, or searched before the MILP existed (no ``milp_seconds`` value), starting from its stored
 schedule too (an episode searched from the parking rule's starts before skips them: its stored schedule is
-their best or better), and keeps the best: stored values only improve. ``--workers W`` searches W episodes at once,
+their best or better) and capped by its stored bound, and keeps the best: stored values only improve. ``--workers W`` searches W episodes at once,
 at most :func:`max_workers` (the CPUs this process may use: each search is CPU-bound and timed, so more workers
 than CPUs would only shorten every search).
 """
@@ -171,7 +171,8 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
     ``workers`` episodes are searched at once (processes; CP-SAT then uses one thread each), at most
     :func:`max_workers`. Needs the slot-relaxed ceilings of the same suites (their bound caps the search).
     Stored files are read verified (a file that fails raises ValueError naming it) and written with their
-    manifest (:func:`write_slot_files`)."""
+    manifest (:func:`write_slot_files`). A stored episode's proven bound caps its new search (a longer search never
+    loosens a proof, and stops when it reaches it)."""
     _check_workers(workers)
     store = read_slot_ceilings(SLOT_CEILINGS_PATH) if SLOT_CEILINGS_PATH.exists() else {}
     schedules = read_slot_schedules(SLOT_SCHEDULES_PATH) if SLOT_SCHEDULES_PATH.exists() else {}
@@ -192,8 +193,9 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
                     if valid and _settled(old, time_limit):
                         continue
                     parked_before = valid and "parked" in old  # searched from the parking rule already: its best is the hint
+                    cap = min(relaxed[(root, episode)]["bound"], old["bound"]) if valid else relaxed[(root, episode)]["bound"]  # a proof stays
                     jobs.append(((key, array_key, old if valid else None),
-                                 (task_set, load, root, episode, meta["n_nodes"], n_slots, time_limit, relaxed[(root, episode)]["bound"],
+                                 (task_set, load, root, episode, meta["n_nodes"], n_slots, time_limit, cap,
                                   stored.astype(np.int64) if valid else None, 1 if workers > 1 else 2, not parked_before)))
                 for (key, array_key, old), solved in tqdm(pool.results(jobs), total=len(jobs), desc=f"K-slot {task_set}/{load}", leave=False):
                     schedules[array_key] = solved.schedule.astype(np.uint16)

@@ -188,7 +188,7 @@ def slot_ceiling(workload: Workload, n_nodes: int, n_slots: int, time_limit: flo
     """The K-slot offline optimum of ``workload`` on ``n_nodes`` unit-speed nodes and ``n_slots`` slots, or
     the interval [best replayed schedule, proven bound] where ``time_limit`` seconds do not prove it.
 
-    ``upper_bound`` caps the objective (pass the slot-relaxed optimum's bound); ``hint`` is a schedule to
+    ``upper_bound`` caps the objective (pass the slot-relaxed optimum's bound, or a smaller one already proven); ``hint`` is a schedule to
     start from (e.g. the one stored by an earlier, shorter search); ``workers`` CP-SAT search workers
     (with one worker, and a seed, the search is deterministic). ``parking=False`` (with a ``hint``) skips the
     parking rule's starts, whose slot-relaxed optima take a tenth of the time and more (an earlier search

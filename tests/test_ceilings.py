@@ -162,11 +162,12 @@ def test_slot_ceilings_run_resumes_and_a_longer_run_starts_from_the_stored_sched
     for name, path in paths.items():
         monkeypatch.setattr(ceilings, name, path)
         monkeypatch.setattr(wl, name, path)
-    calls, stop_after = [], [3]
+    calls, stop_after, caps = [], [3], []
 
     def fake(workload, n_nodes, n_slots, time_limit, upper_bound=None, hint=None, workers=2, parking=True):
         if stop_after and len(calls) == stop_after[0]:
             raise KeyboardInterrupt  # stopped after 3 episodes
+        caps.append(upper_bound)
         calls.append((time_limit, None if hint is None else hint.tolist(), parking))
         schedule = np.array([[0, 0]]) if hint is None else np.vstack([hint, [[1, 0]]])
         return sc.SlotCeiling(len(schedule), float(upper_bound), len(workload), 0.0, 1.0, sc.INTERVAL, schedule, 0, 0)
@@ -192,10 +193,14 @@ def test_slot_ceilings_run_resumes_and_a_longer_run_starts_from_the_stored_sched
     assert stored["completed"] == 2 and stored["time_limit"] == 20.0 and stored["seconds"] == 2.0
     store = wl.read_slot_ceilings()
     del store["id__train.npz"]["episodes"]["0/1"]["milp_seconds"]  # searched before the MILP existed
+    relaxed = store["id__train.npz"]["episodes"]["0/1"]["relaxed_bound"]
+    assert relaxed > 3.0 and store["id__train.npz"]["episodes"]["0/1"]["bound"] == relaxed  # searched so far under the relaxed optimum
+    store["id__train.npz"]["episodes"]["0/1"]["bound"] = 3.0  # as if an earlier search had proven 3
     ceilings.write_slot_files(store, wl.read_slot_schedules())  # with its manifest (a hand edit fails the checksum)
     calls.clear()
     ceilings.solve_slots(["id"], ["train"], 20.0)
     assert len(calls) == 1 and calls[0][1] is not None  # only that episode, again from its stored schedule
+    assert caps[-1] == 3.0 and wl.suite_slot_ceilings("id", "train")[(0, 1)]["bound"] == 3.0  # the proof caps it, and stays
 
 
 def _stored_intervals(tmp_path, monkeypatch, stage) -> None:
