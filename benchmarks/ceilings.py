@@ -20,7 +20,8 @@
    finished its root (load x2); it lowers ``bound`` and stays through later searches. Each episode also records
    where the relaxation escapes the slot rule (:data:`LP_FIELDS`: contested arrivals and the fractional
    admissions among them, completion indicators and the fractional ones), which says why its bound sits near the
-   slot-relaxed optimum at the heavy loads.
+   slot-relaxed optimum at the heavy loads, and the program's version (``lp_program``,
+   :data:`mara_agents.slot_milp.PROGRAM`): a bound solved with an older program is solved again (its rows cut less).
 4. **Window search** (``--only slot-windows``, :func:`improve_slot_schedules`): from each stored K-slot interval's
    schedule, HiGHS re-solves one time window at a time with the rest fixed
    (:func:`mara_agents.slot_windows.slot_windows`); a schedule the simulator replays to more completions replaces
@@ -67,6 +68,7 @@ from core_env.ceilings import (CEILINGS_PATH, SLOT_CEILING_FIELDS, SLOT_CEILINGS
                                read_slot_ceilings, read_slot_manifest, read_slot_schedules, schedule_key, slot_manifest_path, suite_ceilings)
 from core_env.suites import SUITE_TASK_SETS, load_suite, suite_cells, suite_meta, suite_path, suite_sha256
 from mara_agents.bounds import MILP_TIME_LIMIT, milp_ceiling
+from mara_agents.slot_milp import PROGRAM
 
 with needs(__name__):
     from tqdm import tqdm
@@ -162,6 +164,9 @@ def _settled(old: dict | None, time_limit: float) -> bool:
 WINDOW_FIELDS = ("window_seconds", "window_time_limit", "windows_improved")
 #: What an episode's entry records of the LP relaxation's optimum (:class:`mara_agents.slot_milp.SlotLp`'s counts).
 LP_FIELDS = ("lp_contested", "lp_fractional_admissions", "lp_releases", "lp_fractional_releases")
+#: What else an episode's entry keeps of its LP relaxation through a later search (the bound and its seconds are
+#: written again by :func:`_lower_bound`).
+LP_RECORD = ("lp_program", "lp_counts_time_limit")
 
 
 def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS), time_limit: float = SLOT_TIME_LIMIT,
@@ -206,7 +211,7 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
                                               "seconds": round(solved.seconds + (old["seconds"] if old else 0.0), 3),
                                               "milp_seconds": round(solved.milp_seconds, 3), "schedule_sha256": _sha(schedules[array_key])}
                     if old is not None:  # the records of a window search and of the LP relaxation stay with the episode
-                        entry["episodes"][key].update({field: old[field] for field in (*WINDOW_FIELDS, *LP_FIELDS) if field in old})
+                        entry["episodes"][key].update({field: old[field] for field in (*WINDOW_FIELDS, *LP_FIELDS, *LP_RECORD) if field in old})
                     if old is not None and "lp_bound" in old:  # a proof already stored stays, whatever this search proved
                         _lower_bound(entry["episodes"][key], old["lp_bound"], old["lp_seconds"], old["lp_time_limit"])
                     write_slot_files(store, schedules)
@@ -219,11 +224,18 @@ def _bound_one(task_set: str, load: str, root: int, episode: int, n_nodes: int, 
     return slot_lp(load_suite(task_set, load, root, episode), n_nodes, n_slots, time_limit)
 
 
-def _lower_bound(episode: dict, lp_bound: float | None, seconds: float, time_limit: float, counts: Sequence[int] = ()) -> None:
+def _lower_bound(episode: dict, lp_bound: float | None, seconds: float, time_limit: float, counts: Sequence[int] = (),
+                 program: int | None = None) -> None:
     """Record an LP bound (None: not reached in ``time_limit``) in a stored K-slot episode, with ``counts`` (the
     :data:`LP_FIELDS`, when given), and lower its bound to it where it is smaller (gap and status follow). A stored
     LP bound is never replaced by a larger one, nor its seconds and time limit by a try that did not reach it
-    (that try is kept as ``lp_counts_time_limit``: solved again for the counts only with more time)."""
+    (that try is kept as ``lp_counts_time_limit``: solved again for the counts only with more time). ``program``
+    (:data:`mara_agents.slot_milp.PROGRAM`, when given) is stored as ``lp_program``; a newer one than the episode's
+    drops the older program's counts first."""
+    if program is not None and episode.get("lp_program", 1) != program:
+        for field in (*LP_FIELDS, "lp_counts_time_limit"):
+            episode.pop(field, None)
+        episode["lp_program"] = program
     if lp_bound is None and "lp_bound" in episode:
         episode["lp_counts_time_limit"] = time_limit
         return
@@ -272,14 +284,17 @@ def tighten_slot_bounds(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Seque
                     if episode["status"] != "optimal" and _lp_missing(episode, time_limit)]
             for key, lp in tqdm(pool.results(jobs), total=len(jobs), desc=f"LP bound {task_set}/{load}", leave=False):
                 _lower_bound(entry["episodes"][key], lp.bound, lp.seconds, time_limit,
-                             (lp.contested, lp.fractional_admissions, lp.releases, lp.fractional_releases))
+                             (lp.contested, lp.fractional_admissions, lp.releases, lp.fractional_releases), PROGRAM)
                 write_slot_files(store)
     return store
 
 
 def _lp_missing(episode: dict, time_limit: float) -> bool:
-    """Whether ``--only slot-bounds`` should solve an episode's LP relaxation: no bound yet and not tried for
-    ``time_limit`` seconds, or a bound stored without the :data:`LP_FIELDS` and not tried for them that long."""
+    """Whether ``--only slot-bounds`` should solve an episode's LP relaxation: solved or tried with an older program
+    than :data:`mara_agents.slot_milp.PROGRAM` (its rows cut less), no bound yet and not tried for ``time_limit``
+    seconds, or a bound stored without the :data:`LP_FIELDS` and not tried for them that long."""
+    if episode.get("lp_program", 1) < PROGRAM:
+        return True
     if "lp_bound" in episode:
         return any(field not in episode for field in LP_FIELDS) and episode.get("lp_counts_time_limit", 0.0) < time_limit
     return episode.get("lp_time_limit", 0.0) < time_limit
@@ -466,7 +481,7 @@ def _lp_escapes(store: dict) -> str:
     its :data:`LP_FIELDS`; empty when none does."""
     per_load: dict[str, list[dict]] = {}
     for name, entry in store.items():
-        recorded = [e for e in entry["episodes"].values() if all(field in e for field in LP_FIELDS)]
+        recorded = [e for e in entry["episodes"].values() if all(field in e for field in LP_FIELDS) and e.get("lp_program", 1) == PROGRAM]
         per_load.setdefault(name.removesuffix(".npz").split("__")[1], []).extend(recorded)
     parts = []
     for load in sorted(per_load, key=list(LOADS).index):
@@ -479,10 +494,10 @@ def _lp_escapes(store: dict) -> str:
                          f"completion indicators ({100 * released[0] / max(1, released[1]):.0f} %) are fractional")
     if not parts:
         return ""
-    return ("On the episodes whose interval `--only slot-bounds` solved, the LP optimum HiGHS returned (one optimal vertex of the relaxation) "
-            "meets the slot rows by fractions: " + "; ".join(parts) + ". A part-admitted task holds part of a slot, and a fractional "
-            "completion releases part of a slot before its task is done; whether these fractions account for the distance between "
-            "the LP bound and the best schedule was not measured. ")
+    return ("On the episodes whose interval `--only slot-bounds` solved with the admission-order and freed-slot rows "
+            "(`mara_agents/slot_milp.py`), the LP optimum HiGHS returned (one optimal vertex of the relaxation) still meets the slot rows "
+            "by fractions: " + "; ".join(parts) + ". A part-admitted task holds part of a slot, and a fractional "
+            "completion releases part of a slot before its task is done. ")
 
 
 def _relaxed_entry(relaxed: dict, name: str, key: str) -> dict:

@@ -275,6 +275,14 @@ def test_lp_bounds_lower_the_stored_intervals_resume_and_survive_a_later_search(
     stored = wl.suite_slot_ceilings("id", "train")
     assert stored[(0, 0)]["bound"] == 2.0 and stored[(0, 0)]["time_limit"] == 20.0  # the LP proof stays
     assert [stored[(0, 0)][field] for field in ceilings.LP_FIELDS] == [1, 1, 1, 1]  # and so do its counts
+    assert stored[(0, 0)]["lp_program"] == slot_milp.PROGRAM  # and the program they were solved with
+    store = wl.read_slot_ceilings()  # a bound solved with an older program (fewer rows): solved again
+    store["id__train.npz"]["episodes"]["0/0"]["lp_program"] = slot_milp.PROGRAM - 1
+    ceilings.write_slot_files(store)
+    calls[:] = [0] * 99  # the next try reaches 3 with counts (9, 0, 9, 0): the counts are the new program's, the proof 2 stays
+    ceilings.tighten_slot_bounds(["id"], ["train"], 12.0)
+    again = wl.suite_slot_ceilings("id", "train")[(0, 0)]
+    assert len(calls) == 100 and again["lp_program"] == slot_milp.PROGRAM and again["lp_contested"] == 9 and again["bound"] == 2.0
 
     monkeypatch.setattr(slot_milp, "slot_lp", lambda *args: slot_milp.SlotLp(0.0, 1.0, 0, 0, 0, 0))
     store = wl.read_slot_ceilings()

@@ -111,6 +111,24 @@ def test_the_lp_counts_where_it_escapes_the_slot_rule():
     assert slot_lp(hopeless, 1, 1, 5.0) == SlotLp(0.0, 0.0, 1, 0, 0, 0)
 
 
+def test_the_admission_rows_hold_on_playable_schedules_and_cut_the_lp(monkeypatch):
+    # a committed x2 episode cut to its first 80 steps of arrivals: with every slot held most of the time, the LP
+    # without the admission-order and freed-slot rows admits arrivals by 1/K fractions; the rows cut that off
+    from mara_agents.slot_milp import slot_lp
+
+    workload = _truncated("id", "x2", 0, 3, 80)
+    program = _Program(workload, 4, 16)
+    reached = []
+    for schedule in (greedy_schedule(workload, 4, 16), parked_schedule(workload, 4, 16, milp_chosen(workload, 4))):
+        assert _feasible(program, program.values(schedule))
+        reached.append(replay(workload, schedule, 4, 16)["completed"])
+    with_rows = slot_lp(workload, 4, 16, 30.0)
+    monkeypatch.setattr(_Program, "_admission_rows", lambda self: None)
+    without = slot_lp(workload, 4, 16, 30.0)
+    assert max(reached) <= with_rows.bound < without.bound
+    assert with_rows.fractional_admissions < without.fractional_admissions
+
+
 @pytest.mark.parametrize(("nodes", "slots", "limit", "message"), [(0, 1, 1.0, "n_nodes"), (1, 1, float("nan"), "time_limit")])
 def test_the_lp_bound_rejects_bad_input(nodes, slots, limit, message):
     from mara_agents.slot_milp import slot_lp
