@@ -27,7 +27,12 @@ before t):
   ``adm_i ≥ F_j(a_{i−1}, a_i)`` (a slot freed since the previous arrival admits it). Both hold on every playable
   schedule and are implied by the rows above for integral variables; they cut the LP relaxation's part-admitted
   arrivals (h_i just under K admits a task by a 1/K fraction): on id/x2 root 0 episode 3 they lower the LP bound
-  from 251.8 to 247.8, what 300 s of branch and cut reached without them.
+  from 251.8 to 247.8, what 300 s of branch and cut reached without them;
+* completion lag: for each ``f_{j,t}`` and the later steps t_1 < t_2 < … of f_j (then d_j, with f = z_j),
+  ``s_{j,t} ≥ n*_j f_{j,t} + Σ_k c_k (f_{j,t_k} − f_{j,t_{k−1}})`` with ``c_k = max(0, n*_j − (t_k − t))``: a task
+  that completes before t_k received at most one service per step after t (valid on every playable schedule;
+  they cut the slots the LP releases in part while a task is far from done: about one completion more off
+  the x2 LP bounds).
 * maximise ``Σ z_j``; ``upper_bound`` (the slot-relaxed optimum) caps the reported bound, not the program
   (an objective-cap row slowed HiGHS's proofs on id/train).
 
@@ -51,9 +56,9 @@ from mara_agents.slot_hints import check, needed
 __all__ = ["PROGRAM", "SlotLp", "SlotMilp", "slot_lp", "slot_milp"]
 
 #: The program's version, stored with each LP bound (``lp_program``): 1, the slot rows; 2, with the admission-order
-#: and freed-slot rows (module docstring). A bound solved with an older program is solved again by
-#: ``python -m benchmarks ceilings --only slot-bounds``.
-PROGRAM = 2
+#: and freed-slot rows; 3, with the completion-lag rows too (module docstring). A bound solved with an older program
+#: is solved again by ``python -m benchmarks ceilings --only slot-bounds``.
+PROGRAM = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +177,7 @@ class _Program:
             rows.add(cols, [*held, 1.0], -np.inf, float(n_slots))
             rows.add(cols, [*held, float(n_slots)], float(n_slots), np.inf)
         self._admission_rows()
+        self._lag_rows()
         self.matrix = rows.matrix(self.n_vars)
         self.integer = np.ones(self.n_vars, bool)
         for served in (*x.values(), *(np.fromiter(c.values(), np.int64, len(c)) for c in s.values())):
@@ -208,6 +214,23 @@ class _Program:
             for j in range(then):
                 if deadline[j] > a1 and (freed := self._freed(j, a1, a2)) is not None:
                     self.rows.add([int(adm[then]), *freed], [1.0, *-np.array(list(freed.values()))], 0.0, np.inf)
+
+    def _lag_rows(self) -> None:
+        """The module docstring's completion-lag rows: a task that completes before a later step t_k got all but
+        (t_k − t) of its services before t (valid on every playable schedule; they cut the LP relaxation's slots
+        released in part by a task still far from done)."""
+        for j, done in self.f.items():
+            need, deadline, steps = int(self.need[j]), int(self.workload.deadline[j]), list(done)
+            for at, t in enumerate(steps):
+                row, previous = {self.s[j][t]: 1.0, done[t]: -float(need)}, done[t]
+                for later in (*steps[at + 1:], deadline):  # + c_k (f_{t_k} − f_{t_k−1}) on the right, c_k = n* − (t_k − t)
+                    if (lag := need - (later - t)) <= 0:
+                        break
+                    column = done[later] if later != deadline else self.z[j]
+                    row[column] = row.get(column, 0.0) - lag
+                    row[previous] = row.get(previous, 0.0) + lag
+                    previous = column
+                self.rows.add(list(row), list(row.values()), 0.0, np.inf)
 
     def _block(self, size: int) -> np.ndarray:
         self.n_vars += size

@@ -122,11 +122,34 @@ def test_the_admission_rows_hold_on_playable_schedules_and_cut_the_lp(monkeypatc
     for schedule in (greedy_schedule(workload, 4, 16), parked_schedule(workload, 4, 16, milp_chosen(workload, 4))):
         assert _feasible(program, program.values(schedule))
         reached.append(replay(workload, schedule, 4, 16)["completed"])
+    monkeypatch.setattr(_Program, "_lag_rows", lambda self: None)  # the admission rows alone
     with_rows = slot_lp(workload, 4, 16, 30.0)
     monkeypatch.setattr(_Program, "_admission_rows", lambda self: None)
     without = slot_lp(workload, 4, 16, 30.0)
     assert max(reached) <= with_rows.bound < without.bound
     assert with_rows.fractional_admissions < without.fractional_admissions
+
+
+def test_a_completion_lag_row_cuts_a_slot_released_in_part_by_a_task_far_from_done(monkeypatch):
+    # A (demand 4, window [0, 10)) served half a node per step over [0, 8); arrivals at 5, 6, 7 give it release
+    # indicators there. The slot rows allow f_{A,t} = s_{A,t} / 4 (0.625, 0.75, 0.875: part of A's slot released
+    # while it still needs 1.5 services); completing before 6 or 7 needs 3 or 2 services before 5, so the lag row
+    # s_{A,5} >= 4 f_5 + 3 (f_6 - f_5) + 2 (f_7 - f_6) = 3.125 > 2.5 cuts the point off
+    workload = unit_tasks((0, 10, 4), (5, 9, 9), (6, 9, 9), (7, 9, 9))
+    point = {}
+    for with_lag in (True, False):
+        if not with_lag:
+            monkeypatch.setattr(_Program, "_lag_rows", lambda self: None)
+        program = _Program(workload, 1, 4)
+        value = np.zeros(program.n_vars)
+        value[program.adm] = 1.0
+        value[program.z[0]] = 1.0
+        value[program.x[0][:8]] = 0.5
+        for t in (5, 6, 7):
+            value[program.s[0][t]], value[program.f[0][t]] = 0.5 * t, 0.5 * t / 4
+        program.integer[:] = False  # the LP relaxation's point
+        point[with_lag] = _feasible(program, value)
+    assert point == {True: False, False: True}
 
 
 @pytest.mark.parametrize(("nodes", "slots", "limit", "message"), [(0, 1, 1.0, "n_nodes"), (1, 1, float("nan"), "time_limit")])
