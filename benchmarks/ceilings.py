@@ -494,9 +494,9 @@ def _lp_escapes(store: dict) -> str:
                          f"completion indicators ({100 * released[0] / max(1, released[1]):.0f} %) are fractional")
     if not parts:
         return ""
-    return ("On the episodes whose interval `--only slot-bounds` solved with the admission-order and freed-slot rows "
-            "(`mara_agents/slot_milp.py`), the LP optimum HiGHS returned (one optimal vertex of the relaxation) still meets the slot rows "
-            "by fractions: " + "; ".join(parts) + ". A part-admitted task holds part of a slot, and a fractional "
+    return ("On the episodes whose interval `--only slot-bounds` solved with the rows that cut part-admitted arrivals and part-released "
+            "slots (admission order, freed slot, completion lag: `mara_agents/slot_milp.py`), the LP optimum HiGHS returned (one optimal "
+            "vertex of the relaxation) still meets the slot rows by fractions: " + "; ".join(parts) + ". A part-admitted task holds part of a slot, and a fractional "
             "completion releases part of a slot before its task is done. ")
 
 
