@@ -26,8 +26,8 @@ before t):
   each contested arrival i and each task j ≤ i − 1 that can free a slot between the previous arrival and it,
   ``adm_i ≥ F_j(a_{i−1}, a_i)`` (a slot freed since the previous arrival admits it). Both hold on every playable
   schedule and are implied by the rows above for integral variables; they cut the LP relaxation's part-admitted
-  arrivals (h_i just under K admits a task by a 1/K fraction): on id/x2 root 0 episode 3 they lower the LP bound
-  from 251.8 to 247.8, what 300 s of branch and cut reached without them;
+  arrivals (h_i just under K admits a task by a 1/K fraction): on an x2 episode the LP with them reaches the bound
+  that 300 s of branch and cut reached without them;
 * completion lag: for each ``f_{j,t}`` and the later steps t_1 < t_2 < … of f_j (then d_j, with f = z_j),
   ``s_{j,t} ≥ n*_j f_{j,t} + Σ_k c_k (f_{j,t_k} − f_{j,t_{k−1}})`` with ``c_k = max(0, n*_j − (t_k − t))``: a task
   that completes before t_k received at most one service per step after t (valid on every playable schedule;
