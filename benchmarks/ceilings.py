@@ -233,7 +233,7 @@ def _lower_bound(episode: dict, lp_bound: float | None, seconds: float, time_lim
     (:data:`mara_agents.slot_milp.PROGRAM`, when given) is stored as ``lp_program``; a newer one than the episode's
     drops the older program's counts first."""
     if program is not None and episode.get("lp_program", 1) != program:
-        for field in (*LP_FIELDS, "lp_counts_time_limit"):
+        for field in (*LP_FIELDS, *LP_RECORD):
             episode.pop(field, None)
         episode["lp_program"] = program
     if lp_bound is None and "lp_bound" in episode:

@@ -213,7 +213,7 @@ class _Program:
             a1, a2 = int(arrival[then - 1]), int(arrival[then])
             for j in range(then):
                 if deadline[j] > a1 and (freed := self._freed(j, a1, a2)) is not None:
-                    self.rows.add([int(adm[then]), *freed], [1.0, *-np.array(list(freed.values()))], 0.0, np.inf)
+                    self.rows.add([int(adm[then]), *freed], [1.0, *(-value for value in freed.values())], 0.0, np.inf)
 
     def _lag_rows(self) -> None:
         """The module docstring's completion-lag rows: a task that completes before a later step t_k got all but
