@@ -154,6 +154,13 @@ class _Pool:
         yield from ((futures[done], done.result()) for done in as_completed(futures))
 
 
+def _widest_first(job) -> float:
+    """Sort key of a K-slot search job: episodes never searched first, then the widest stored intervals relative to
+    their bound, so a run cut short has spent its time where the stored interval says least."""
+    (_, _, old), _ = job
+    return -np.inf if old is None else -(old["bound"] - old["completed"]) / max(old["bound"], 1.0)
+
+
 def _settled(old: dict | None, time_limit: float) -> bool:
     """Whether a stored K-slot episode needs no new search: proven optimal, or searched with every start and
     the MILP (``milp_seconds``) for at least ``time_limit``."""
@@ -202,6 +209,7 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
                     jobs.append(((key, array_key, old if valid else None),
                                  (task_set, load, root, episode, meta["n_nodes"], n_slots, time_limit, cap,
                                   stored.astype(np.int64) if valid else None, 1 if workers > 1 else 2, not parked_before)))
+                jobs.sort(key=_widest_first)
                 for (key, array_key, old), solved in tqdm(pool.results(jobs), total=len(jobs), desc=f"K-slot {task_set}/{load}", leave=False):
                     schedules[array_key] = solved.schedule.astype(np.uint16)
                     entry["episodes"][key] = {"completed": solved.completed, "bound": solved.bound, "arrived": solved.arrived, "gap": solved.gap,

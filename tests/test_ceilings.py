@@ -330,3 +330,29 @@ def test_window_search_raises_stored_lower_ends_resumes_and_refuses_a_value_abov
     monkeypatch.setattr(sw, "slot_windows", lambda workload, n_nodes, n_slots, start, time_limit: sw.SlotWindows(start, 10**6, 1, 1, 1.0))
     with pytest.raises(RuntimeError, match="above the proven bound"):
         ceilings.improve_slot_schedules(["id"], ["train"], 10.0)
+
+
+def test_a_longer_slot_search_takes_the_widest_intervals_first(tmp_path, monkeypatch):
+    from benchmarks import ceilings
+    from core_env import ceilings as wl
+    from mara_agents import slot_ceiling as sc
+
+    _stored_intervals(tmp_path, monkeypatch, ceilings.tighten_slot_bounds)
+    store = wl.read_slot_ceilings()  # three episodes proven within a few completions; the rest stay as wide as stored
+    narrow = {"0/0": 1.5, "0/1": 1.0, "0/2": 2.0}
+    for key, bound in narrow.items():
+        store["id__train.npz"]["episodes"][key].update(bound=bound, status=sc.OPTIMAL if bound == 1.0 else sc.INTERVAL)
+    ceilings.write_slot_files(store)
+    gaps = {key: (e["bound"] - 1.0) / e["bound"] for key, e in store["id__train.npz"]["episodes"].items()}
+    order = []
+
+    def search(workload, n_nodes, n_slots, time_limit, upper_bound=None, hint=None, workers=2, parking=True):
+        order.append(float(upper_bound))  # the cap is the stored bound: it names the episode's interval
+        return sc.SlotCeiling(1, float(upper_bound), len(workload), 0.0, 1.0, sc.INTERVAL, np.array([[0, 0]]), 0, 0)
+
+    monkeypatch.setattr(sc, "slot_ceiling", search)
+    ceilings.solve_slots(["id"], ["train"], 20.0)
+    assert len(order) == 39  # 0/1 is proven (bound 1 = its schedule's 1): settled
+    searched = [(bound - 1.0) / bound for bound in order]
+    assert searched == sorted(searched, reverse=True) and searched[-2:] == [gaps["0/2"], gaps["0/0"]]  # the narrow two last
+    assert searched[0] == max(gaps.values())
