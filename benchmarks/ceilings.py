@@ -156,7 +156,7 @@ class _Pool:
 
 def _widest_first(job) -> float:
     """Sort key of a K-slot search job: episodes never searched first, then the widest stored intervals relative to
-    their bound, so a run cut short has spent its time where the stored interval says least."""
+    their bound, so a run cut short has spent its time where the stored interval is widest."""
     (_, _, old), _ = job
     return -np.inf if old is None else -(old["bound"] - old["completed"]) / max(old["bound"], 1.0)
 
