@@ -154,11 +154,16 @@ class _Pool:
         yield from ((futures[done], done.result()) for done in as_completed(futures))
 
 
+def _relative_gap(completed: float, bound: float) -> float:
+    """A stored K-slot interval's ``gap``: its width relative to its bound (at least 1)."""
+    return (bound - completed) / max(bound, 1.0)
+
+
 def _widest_first(job) -> float:
     """Sort key of a K-slot search job: episodes never searched first, then the widest stored intervals relative to
     their bound, so a run cut short has spent its time where the stored interval is widest."""
     (_, _, old), _ = job
-    return -np.inf if old is None else -(old["bound"] - old["completed"]) / max(old["bound"], 1.0)
+    return -np.inf if old is None else -_relative_gap(old["completed"], old["bound"])
 
 
 def _settled(old: dict | None, time_limit: float) -> bool:
@@ -256,7 +261,7 @@ def _lower_bound(episode: dict, lp_bound: float | None, seconds: float, time_lim
     episode["lp_bound"] = min(lp_bound, episode.get("lp_bound", np.inf))
     if lp_bound < episode["bound"]:
         episode["bound"] = lp_bound
-        episode["gap"] = (lp_bound - episode["completed"]) / max(lp_bound, 1.0)
+        episode["gap"] = _relative_gap(episode["completed"], lp_bound)
         episode["status"] = "optimal" if episode["completed"] >= lp_bound else "interval"
 
 
@@ -342,7 +347,7 @@ def improve_slot_schedules(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Se
                     array_key = schedule_key(task_set, load, *map(int, key.split("/")))
                     schedules[array_key] = found.schedule.astype(np.uint16)
                     episode.update(completed=found.completed, schedule_sha256=_sha(schedules[array_key]),
-                                   gap=(episode["bound"] - found.completed) / max(episode["bound"], 1.0))
+                                   gap=_relative_gap(found.completed, episode["bound"]))
                     episode["status"] = "optimal" if found.completed >= episode["bound"] else "interval"
                 write_slot_files(store, schedules)
     return store
