@@ -1,6 +1,6 @@
 """ceilings: the offline optima of every committed evaluation episode, stored with the suites.
 
-``python -m benchmarks ceilings [--time-limit S] [--slot-time-limit S] [--only relaxed|slots|slot-bounds|slot-windows] [--task-sets ...] [--loads ...]``
+``python -m benchmarks ceilings [--time-limit S] [--slot-time-limit S] [--only relaxed|slots|slot-bounds|slot-windows|slot-sets] [--task-sets ...] [--loads ...]``
 
 1. **Slot-relaxed** (``milp`` row, an upper bound): :func:`mara_agents.bounds.milp_ceiling` (unit-speed
    nodes, K-slot limit dropped) per episode, into ``core_env/data/suites/ceilings.json``: per suite file,
@@ -26,6 +26,10 @@
    schedule, HiGHS re-solves one time window at a time with the rest fixed
    (:func:`mara_agents.slot_windows.slot_windows`); a schedule the simulator replays to more completions replaces
    the stored one. It raises ``completed`` where the whole program's search stalls (load x2).
+5. **Set search** (``--only slot-sets``, ``improve_slot_schedules(search="sets")``): from the set of tasks each stored
+   schedule completes, a local search over the parking rule's chosen task set (:func:`mara_agents.slot_sets.slot_sets`,
+   the rule compiled); kept, like a window's, only when the simulator replays it to more completions. Stages 4 and 5
+   search the episodes with the widest stored intervals first.
 
 The three files' sha256 go into ``slot_manifest.json`` beside them, written with them (:func:`write_stored`;
 Ctrl-C waits until a file and the manifest are both written).
@@ -174,6 +178,12 @@ def _settled(old: dict | None, time_limit: float) -> bool:
 
 #: What a window search records in an episode's entry (:func:`improve_slot_schedules`); a later search keeps it.
 WINDOW_FIELDS = ("window_seconds", "window_time_limit", "windows_improved")
+#: What a search over the parking rule's chosen task set records (``improve_slot_schedules(search="sets")``).
+SET_FIELDS = ("sets_seconds", "sets_time_limit", "sets_improved")
+#: The searches that raise the stored lower ends (``--only slot-windows``, ``--only slot-sets``): name → (module,
+#: function, the fields it records: seconds, time limit, improvements).
+LOWER_END_SEARCHES = {"windows": ("mara_agents.slot_windows", "slot_windows", WINDOW_FIELDS),
+                      "sets": ("mara_agents.slot_sets", "slot_sets", SET_FIELDS)}
 #: What an episode's entry records of the LP relaxation's optimum (:class:`mara_agents.slot_milp.SlotLp`'s counts).
 LP_FIELDS = ("lp_contested", "lp_fractional_admissions", "lp_releases", "lp_fractional_releases")
 #: What else an episode's entry keeps of its LP relaxation through a later search (the bound and its seconds are
@@ -224,7 +234,7 @@ def solve_slots(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str]
                                               "seconds": round(solved.seconds + (old["seconds"] if old else 0.0), 3),
                                               "milp_seconds": round(solved.milp_seconds, 3), "schedule_sha256": _sha(schedules[array_key])}
                     if old is not None:  # the records of a window search and of the LP relaxation stay with the episode
-                        entry["episodes"][key].update({field: old[field] for field in (*WINDOW_FIELDS, *LP_FIELDS, *LP_RECORD) if field in old})
+                        entry["episodes"][key].update({field: old[field] for field in (*WINDOW_FIELDS, *SET_FIELDS, *LP_FIELDS, *LP_RECORD) if field in old})
                     if old is not None and "lp_bound" in old:  # a proof already stored stays, whatever this search proved
                         _lower_bound(entry["episodes"][key], old["lp_bound"], old["lp_seconds"], old["lp_time_limit"])
                     write_slot_files(store, schedules)
@@ -313,32 +323,41 @@ def _lp_missing(episode: dict, time_limit: float) -> bool:
     return episode.get("lp_time_limit", 0.0) < time_limit
 
 
-def _windows_one(task_set: str, load: str, root: int, episode: int, n_nodes: int, n_slots: int, time_limit: float, start: np.ndarray):
-    from mara_agents.slot_windows import slot_windows
+def _lower_end_one(search: str, task_set: str, load: str, root: int, episode: int, n_nodes: int, n_slots: int, time_limit: float,
+                   start: np.ndarray):
+    import importlib
 
-    return slot_windows(load_suite(task_set, load, root, episode), n_nodes, n_slots, start, time_limit)
+    module, function, _ = LOWER_END_SEARCHES[search]
+    run = getattr(importlib.import_module(module), function)
+    return run(load_suite(task_set, load, root, episode), n_nodes, n_slots, start, time_limit)
 
 
 def improve_slot_schedules(task_sets: Sequence[str] = SUITE_TASK_SETS, loads: Sequence[str] = tuple(LOADS),
-                           time_limit: float = SLOT_TIME_LIMIT, workers: int = 1) -> dict:
-    """Raise the lower end of every stored K-slot interval of the given suites by re-solving one time window at a
-    time from its stored schedule (:func:`mara_agents.slot_windows.slot_windows`, ``time_limit`` seconds per
-    episode): a schedule the simulator replays to more completions replaces the stored one (``completed``, ``gap``,
-    ``status`` follow; the bound is untouched), and ``window_seconds``, ``window_time_limit``, ``windows_improved``
-    record the search. Resumable: an episode proven optimal, or searched so with at least ``time_limit``, is
-    skipped. Needs the K-slot ceilings of the suites (``--only slots`` first); returns the JSON's content."""
+                           time_limit: float = SLOT_TIME_LIMIT, workers: int = 1, search: str = "windows") -> dict:
+    """Raise the lower end of every stored K-slot interval of the given suites from its stored schedule by one of the
+    :data:`LOWER_END_SEARCHES`, ``time_limit`` seconds per episode: ``windows`` re-solves one time window at a time
+    (:func:`mara_agents.slot_windows.slot_windows`), ``sets`` searches the parking rule's chosen task set
+    (:func:`mara_agents.slot_sets.slot_sets`). A schedule the simulator replays to more completions replaces the
+    stored one (``completed``, ``gap``, ``status`` follow; the bound is untouched), and the search's fields (its
+    seconds, time limit and improvements) record it. Resumable: an episode proven optimal, or searched so with at
+    least ``time_limit``, is skipped. Needs the K-slot ceilings of the suites (``--only slots`` first); returns the
+    JSON's content."""
     _check_workers(workers)
+    if search not in LOWER_END_SEARCHES:
+        raise ValueError(f"search must be one of {sorted(LOWER_END_SEARCHES)}, got {search!r}")
+    seconds_field, limit_field, improved_field = LOWER_END_SEARCHES[search][2]
     store = read_slot_ceilings(SLOT_CEILINGS_PATH)
     schedules = read_slot_schedules(SLOT_SCHEDULES_PATH)
-    with _Pool(workers, _windows_one) as pool:
+    with _Pool(workers, _lower_end_one) as pool:
         for task_set, load, entry in _stored_suites(store, task_sets, loads):
-            jobs = [(key, (task_set, load, *map(int, key.split("/")), entry["n_nodes"], entry["n_slots"], time_limit,
+            jobs = [(key, (search, task_set, load, *map(int, key.split("/")), entry["n_nodes"], entry["n_slots"], time_limit,
                            schedules[schedule_key(task_set, load, *map(int, key.split("/")))].astype(np.int64)))
                     for key, episode in entry["episodes"].items()
-                    if episode["status"] != "optimal" and episode.get("window_time_limit", 0.0) < time_limit]
-            for key, found in tqdm(pool.results(jobs), total=len(jobs), desc=f"windows {task_set}/{load}", leave=False):
+                    if episode["status"] != "optimal" and episode.get(limit_field, 0.0) < time_limit]
+            jobs.sort(key=lambda job: -_relative_gap(entry["episodes"][job[0]]["completed"], entry["episodes"][job[0]]["bound"]))
+            for key, found in tqdm(pool.results(jobs), total=len(jobs), desc=f"{search} {task_set}/{load}", leave=False):
                 episode = entry["episodes"][key]
-                episode.update(window_seconds=round(found.seconds, 3), window_time_limit=time_limit, windows_improved=found.improved,
+                episode.update({seconds_field: round(found.seconds, 3), limit_field: time_limit, improved_field: found.improved},
                                seconds=round(episode["seconds"] + found.seconds, 3))
                 if found.completed > episode["completed"]:
                     if found.completed > episode["bound"] + 1e-6:
@@ -476,13 +495,17 @@ def table(paper: dict | None = None) -> str:
     windows = (f"{len(windowed)} episodes were searched one time window at a time from their stored schedule (`--only slot-windows`, "
                f"`mara_agents/slot_windows.py`; {np.median([e['window_seconds'] for e in windowed]):.0f} s median): "
                f"{sum(e['windows_improved'] > 0 for e in windowed)} of them improved. " if windowed else "")
+    by_sets = [e for e in every if "sets_seconds" in e]
+    sets = (f"{len(by_sets)} episodes were searched over the parking rule's chosen task set from their stored schedule (`--only slot-sets`, "
+            f"`mara_agents/slot_sets.py`; {np.median([e['sets_seconds'] for e in by_sets]):.0f} s median): "
+            f"{sum(e['sets_improved'] > 0 for e in by_sets)} of them improved. " if by_sets else "")
     target = store.get("id__train.npz", {}).get("episodes", {}).values()
     met = sum(e["gap"] <= PROVEN_GAP for e in target)
     verdict = (f"issue 28's target, on id/train: at least 95 % of its episodes, here {met} of {len(target)}, "
                f"{'met' if met >= 0.95 * len(target) else 'not met'}" if target else "issue 28's target is set on id/train, not stored here")
     return (text + f"\n\n{sum(e['gap'] <= PROVEN_GAP for e in every)} of {len(every)} episodes within {100 * PROVEN_GAP:.1f} % of their proven bound "
             f"({verdict}); searched {sum(e['seconds'] for e in every) / 60:.0f} min in all (time limits {limits} per episode, "
-            f"summed over runs in the search s column). {starts}{exact}{windows}A bound below the slot-relaxed optimum was proven on {below} of "
+            f"summed over runs in the search s column). {starts}{exact}{windows}{sets}A bound below the slot-relaxed optimum was proven on {below} of "
             f"{len(every)} episodes{lp_text}; elsewhere the upper end of an interval is that optimum. {escapes}The episodes left as intervals were searched "
             "without the MILP or ran out of time in it; whether their optimum also sits at the upper end was not measured. For a row above "
             "EDF, the share of the gap closed against `milp-slots` can overstate its true share by up to the interval's width, most at the "
@@ -537,10 +560,11 @@ def main(argv: Sequence[str] = ()) -> int:
     parser.add_argument("--slot-time-limit", type=float, default=SLOT_TIME_LIMIT, help="seconds per episode, K-slot (default %(default)s)")
     parser.add_argument("--workers", type=int, default=1, help="K-slot episodes searched at once, in processes, at most the CPUs "
                         f"this process may use ({max_workers()} here; default %(default)s)")
-    parser.add_argument("--only", choices=("relaxed", "slots", "slot-bounds", "slot-windows"),
+    parser.add_argument("--only", choices=("relaxed", "slots", "slot-bounds", "slot-windows", "slot-sets"),
                         help="solve one of the two (default: both, relaxed first); slot-bounds: lower the stored K-slot intervals' upper "
                              "ends by the LP relaxation of the exact program (--slot-time-limit seconds each); slot-windows: raise their "
-                             "lower ends by re-solving one time window at a time from the stored schedules (--slot-time-limit seconds each)")
+                             "lower ends by re-solving one time window at a time from the stored schedules (--slot-time-limit seconds each); slot-sets: "
+                             "raise them by searching the parking rule's chosen task set from the stored schedules (--slot-time-limit seconds each)")
     add_suite_selection(parser)
     args = parser.parse_args(argv)
     for flag, value in (("--time-limit", args.time_limit), ("--slot-time-limit", args.slot_time_limit)):
@@ -552,8 +576,8 @@ def main(argv: Sequence[str] = ()) -> int:
     try:
         if args.only == "slot-bounds":
             _summary(tighten_slot_bounds(args.task_sets, args.loads, args.slot_time_limit, args.workers), "K-slot")
-        if args.only == "slot-windows":
-            _summary(improve_slot_schedules(args.task_sets, args.loads, args.slot_time_limit, args.workers), "K-slot")
+        if args.only in ("slot-windows", "slot-sets"):
+            _summary(improve_slot_schedules(args.task_sets, args.loads, args.slot_time_limit, args.workers, args.only[5:]), "K-slot")
         if args.only is None or args.only == "relaxed":
             _summary(solve(args.task_sets, args.loads, args.time_limit), "relaxed")
         if args.only is None or args.only == "slots":
@@ -561,7 +585,7 @@ def main(argv: Sequence[str] = ()) -> int:
     except (ImportError, ValueError) as error:  # the solver extra missing; a stored file that fails its checks (named)
         parser.error(str(error))
     written = {"relaxed": [CEILINGS_PATH], "slots": [SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH], "slot-bounds": [SLOT_CEILINGS_PATH],
-                "slot-windows": [SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH]}.get(
+                "slot-windows": [SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH], "slot-sets": [SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH]}.get(
         args.only, [CEILINGS_PATH, SLOT_CEILINGS_PATH, SLOT_SCHEDULES_PATH])
     print(f"wall time {time.perf_counter() - start:.1f} s; wrote {', '.join(map(str, [*written, slot_manifest_path(SLOT_CEILINGS_PATH)]))}")
     return 0

@@ -293,43 +293,54 @@ def test_lp_bounds_lower_the_stored_intervals_resume_and_survive_a_later_search(
         ceilings.tighten_slot_bounds(["id"], ["train"], 5.0)
 
 
-def test_window_search_raises_stored_lower_ends_resumes_and_refuses_a_value_above_the_bound(tmp_path, monkeypatch):
+@pytest.mark.parametrize("search", ["windows", "sets"])
+def test_lower_end_searches_raise_stored_lower_ends_resume_and_refuse_a_value_above_the_bound(tmp_path, monkeypatch, search):
+    import importlib
+
     import numpy as np
 
     from benchmarks import ceilings
     from core_env import ceilings as wl
-    from mara_agents import slot_windows as sw
 
-    _stored_intervals(tmp_path, monkeypatch, ceilings.improve_slot_schedules)
+    module_name, function, (seconds_field, limit_field, improved_field) = ceilings.LOWER_END_SEARCHES[search]
+    module = importlib.import_module(module_name)
+    result = {"windows": module.__dict__.get("SlotWindows"), "sets": module.__dict__.get("SlotSets")}[search]
+
+    def improve(task_sets, loads, time_limit):
+        return ceilings.improve_slot_schedules(task_sets, loads, time_limit, search=search)
+
+    _stored_intervals(tmp_path, monkeypatch, improve)
     bounds = {key: e["bound"] for key, e in wl.suite_slot_ceilings("id", "train").items()}
     calls = []
 
-    def windows(workload, n_nodes, n_slots, start, time_limit):
+    def run(workload, n_nodes, n_slots, start, time_limit):
         calls.append(start.tolist())
         better = len(calls) == 1  # the first episode gains one completion; the others none
-        return sw.SlotWindows(np.array([[0, 0], [1, 0]]) if better else start, 2 if better else 1, 9, int(better), 4.0)
+        return result(np.array([[0, 0], [1, 0]]) if better else start, 2 if better else 1, 9, int(better), 4.0)
 
-    monkeypatch.setattr(sw, "slot_windows", windows)
-    ceilings.improve_slot_schedules(["id"], ["train"], 5.0)
+    monkeypatch.setattr(module, function, run)
+    improve(["id"], ["train"], 5.0)
     assert len(calls) == 40 and calls[0] == [[0, 0]]  # every interval, from its stored schedule
     stored = wl.suite_slot_ceilings("id", "train")  # verified on read: the manifest was written with both files
     first = stored[(0, 0)]
-    assert first["completed"] == 2 and first["windows_improved"] == 1 and first["window_time_limit"] == 5.0
+    assert first["completed"] == 2 and first[improved_field] == 1 and first[limit_field] == 5.0
     assert first["gap"] == pytest.approx((bounds[(0, 0)] - 2) / bounds[(0, 0)]) and first["bound"] == bounds[(0, 0)]
     assert first["seconds"] == pytest.approx(1.0 + 4.0)
     assert wl.read_slot_schedules()[wl.schedule_key("id", "train", 0, 0)].tolist() == [[0, 0], [1, 0]]
-    assert stored[(0, 1)]["completed"] == 1 and stored[(0, 1)]["windows_improved"] == 0
+    assert stored[(0, 1)]["completed"] == 1 and stored[(0, 1)][improved_field] == 0
     calls.clear()
-    ceilings.improve_slot_schedules(["id"], ["train"], 5.0)
+    improve(["id"], ["train"], 5.0)
     assert calls == []  # resumed: every episode searched this long
-    ceilings.solve_slots(["id"], ["train"], 20.0)  # a longer search from the stored schedules keeps the windows' record
+    ceilings.solve_slots(["id"], ["train"], 20.0)  # a longer search from the stored schedules keeps the search's record
     again = wl.suite_slot_ceilings("id", "train")[(0, 0)]
-    assert again["time_limit"] == 20.0 and (again["window_time_limit"], again["windows_improved"], again["window_seconds"]) == (5.0, 1, 4.0)
-    ceilings.improve_slot_schedules(["id"], ["train"], 5.0)
-    assert calls == []  # so the window search is not repeated for it either
-    monkeypatch.setattr(sw, "slot_windows", lambda workload, n_nodes, n_slots, start, time_limit: sw.SlotWindows(start, 10**6, 1, 1, 1.0))
+    assert again["time_limit"] == 20.0 and (again[limit_field], again[improved_field], again[seconds_field]) == (5.0, 1, 4.0)
+    improve(["id"], ["train"], 5.0)
+    assert calls == []  # so the search is not repeated for it either
+    monkeypatch.setattr(module, function, lambda workload, n_nodes, n_slots, start, time_limit: result(start, 10**6, 1, 1, 1.0))
     with pytest.raises(RuntimeError, match="above the proven bound"):
-        ceilings.improve_slot_schedules(["id"], ["train"], 10.0)
+        improve(["id"], ["train"], 10.0)
+    with pytest.raises(ValueError, match="search must be one of"):
+        ceilings.improve_slot_schedules(["id"], ["train"], 10.0, search="anneal")
 
 
 def test_a_longer_slot_search_takes_the_widest_intervals_first(tmp_path, monkeypatch):
