@@ -19,12 +19,16 @@ def test_the_compiled_rule_serves_what_the_parking_rule_serves(task_set, load, n
         schedule, completed = parked_play(workload, nodes, slots, chosen)
         assert np.array_equal(schedule, parked_schedule(workload, nodes, slots, np.flatnonzero(chosen)))
         assert completed == replay(workload, schedule, nodes, slots)["completed"]
+        rushed = chosen & (rng.random(len(workload)) < 0.3)  # rushing changes the order, never the rules: it replays
+        schedule, completed = parked_play(workload, nodes, slots, chosen, rushed)
+        assert completed == replay(workload, schedule, nodes, slots)["completed"]
 
 
 def test_the_set_search_climbs_above_the_greedy_rule_and_its_schedule_replays():
     workload = load_suite("id", "x2", 0, 0)
     start = greedy_schedule(workload, 4, 16)
     before = replay(workload, start, 4, 16)["completed"]
+    parked_play(workload, 4, 16, np.ones(len(workload), bool))  # compiled before the search's clock starts
     found = slot_sets(workload, 4, 16, start, 3.0)
     assert found.completed > before and found.improved == found.completed - before and found.moves > 0
     assert replay(workload, found.schedule, 4, 16)["completed"] == found.completed
@@ -42,5 +46,7 @@ def test_the_set_search_refuses_bad_input():
         slot_sets(workload, 4, 0, start, 1.0)
     with pytest.raises(ValueError, match="chosen must be one bool per task"):
         parked_play(workload, 4, 16, np.ones(3, bool))
+    with pytest.raises(ValueError, match="rushed must be one bool per task"):
+        parked_play(workload, 4, 16, np.ones(len(workload), bool), np.ones(2, bool))
     with pytest.raises(ValueError, match="holds no slot|start"):
         slot_sets(workload, 4, 16, np.array([[0, len(workload) - 1]]), 1.0)
