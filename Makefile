@@ -45,12 +45,15 @@ rllib-venv: $(RLLIB_STAMP)
 
 setup: $(STAMP)
 
+# The tests run on one worker per core, at most 4 (pytest-xdist; each test file on one worker, so a module's fixtures
+# are built once); the 15 slowest are listed at the end. `make test PYTEST_PARALLEL=` runs them in one process.
+PYTEST_PARALLEL ?= -n auto --maxprocesses 4 --dist loadfile
 # The RLlib/BenchMARL venv installs beside .venv and the docs (its lines prefixed [rllib-venv]): pip waits on the
 # network and on unpacking, so the two installs together take little longer than the larger one alone.
 test:
 	@{ { $(MAKE) --no-print-directory rllib-venv || echo "make test: the RLlib/BenchMARL venv ($(RLLIB_VENV)) did not install; their tests will skip"; } 2>&1 \
 	   | sed -u 's/^/[rllib-venv] /' $(BESIDE) }; $(MAKE) --no-print-directory docs; status=$$?; wait; exit $$status
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) --durations=15
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks quick

@@ -168,7 +168,8 @@ def test_concurrent_saves_of_one_cell_never_collide(tmp_path):
 # Interruptions and orphaned workers
 
 RUNNER_SCRIPT = """
-import sys
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as at a terminal, even where this test's process ignores SIGINT (pytest-xdist's workers)
 sys.path.insert(0, {tests!r})
 from benchmarks.cells import Cell, CellStore, run_cells
 from test_runner_faults import SleepyRunner
